@@ -1,0 +1,324 @@
+"""`Encoder`: tokenizer + our BertEncoder on a device, and `EncoderOutput`, the one result type every page uses."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import torch
+
+from . import masks
+from .bert import INTERNAL_NAMES, BertEncoder
+from .config import BertConfig
+from .errors import InputError, MaskError
+
+
+class TruncationWarning(UserWarning):
+    """The input had more tokens than the model's positions; the tail was cut."""
+
+
+@dataclass
+class EncoderOutput:
+    """Everything one forward pass gives the pages. Tensors are on the CPU; attention is float32.
+
+    Single-text results (from `encode`) have the shapes in the comments; results of `encode_batch` carry a
+    leading `batch` axis on every tensor, and `tokens` is a list per sentence (padded with [PAD]).
+    """
+
+    tokens: list[str]  # with [CLS] and [SEP]; len == seq
+    input_ids: torch.Tensor  # [seq] long
+    token_type_ids: torch.Tensor  # [seq] long: 0 for sentence A, 1 for sentence B
+    attentions: torch.Tensor  # [layers, heads, q_pos, k_pos] float32, rows sum to 1
+    hidden_states: torch.Tensor  # [seq, d_model] float32, output of the last layer
+    keep: torch.Tensor  # [q_pos, k_pos] bool, True = may attend: the mask the encoder applied (padding included)
+    padding: torch.Tensor  # [seq] bool, True = real token, False = [PAD]
+    mask: str = "bidirectional"  # the mask's name, or "custom" for a user tensor
+    model: str = ""  # display name of the model
+    truncated: int = 0  # tokens cut from the end to fit max positions
+    n_unknown: int = 0  # tokens that became [UNK]
+    notes: list[str] = field(default_factory=list)  # warnings to show a person
+    # Only when encode(..., internals=True):
+    queries: torch.Tensor | None = None  # [layers, heads, seq, d_k]
+    keys: torch.Tensor | None = None  # [layers, heads, seq, d_k]
+    values: torch.Tensor | None = None  # [layers, heads, seq, d_k]
+    scores: torch.Tensor | None = None  # [layers, heads, q_pos, k_pos], Q·Kᵀ/√d_k before the mask
+    context: torch.Tensor | None = None  # [layers, heads, seq, d_k], probs·V per head (before W_o)
+    layer_inputs: torch.Tensor | None = None  # [layers + 1, seq, d_model]: embeddings, each layer's output
+
+    @property
+    def is_batch(self) -> bool:
+        return self.attentions.dim() == 5
+
+    @property
+    def seq(self) -> int:
+        return int(self.attentions.shape[-1])
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.attentions.shape[-4])
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.attentions.shape[-3])
+
+    @property
+    def many_unknown(self) -> bool:
+        """True when so many tokens are [UNK] that the model's vocabulary does not cover the text."""
+        specials = 2 + int(bool(self.token_type_ids.any()))  # [CLS] a [SEP], plus b [SEP] for a pair
+        n_words = max(1, int(self.padding.sum()) - specials)
+        return self.n_unknown >= 2 and self.n_unknown >= 0.3 * n_words
+
+    @property
+    def segments(self) -> list[int]:
+        """Return, per token, 0 for sentence A and 1 for sentence B (token type ids as ints)."""
+        return [int(t) for t in self.token_type_ids.tolist()]
+
+    def item(self, i: int, trim: bool = True) -> EncoderOutput:
+        """Return sentence i of a batched result as a single-text result; trim drops its [PAD] positions."""
+        if not self.is_batch:
+            raise ValueError("item() is for batched results")
+        n = int(self.padding[i].sum()) if trim else self.padding.shape[1]
+        cut = {
+            "input_ids": self.input_ids[i, :n],
+            "token_type_ids": self.token_type_ids[i, :n],
+            "attentions": self.attentions[i, ..., :n, :n],
+            "hidden_states": self.hidden_states[i, :n],
+            "keep": self.keep[i, :n, :n],
+            "padding": self.padding[i, :n],
+        }
+        for name in (*INTERNAL_NAMES, "layer_inputs"):
+            t = getattr(self, name)
+            if t is None:
+                continue
+            if name == "scores":
+                cut[name] = t[i, ..., :n, :n]
+            else:
+                cut[name] = t[i, ..., :n, :]
+        return replace(
+            self,
+            tokens=list(self.tokens[i][:n]),
+            truncated=self.truncated[i] if isinstance(self.truncated, list) else self.truncated,
+            n_unknown=self.n_unknown[i] if isinstance(self.n_unknown, list) else self.n_unknown,
+            notes=list(self.notes),
+            **cut,
+        )
+
+    def numpy(self) -> dict[str, Any]:
+        """Return the arrays as numpy (float32 / bool / int64) and the rest as plain Python values."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = v.numpy() if isinstance(v, torch.Tensor) else v
+        return out
+
+
+class Encoder:
+    """A loaded model: tokenizer, our BertEncoder on `device`, and the spec it came from. Never mutated after load."""
+
+    def __init__(
+        self,
+        model: BertEncoder,
+        tokenizer: Any,
+        device: torch.device,
+        dtype: torch.dtype,
+        name: str,
+        spec: str,
+        source: str = "",
+    ):
+        self.model = model.eval().requires_grad_(False)
+        self.tokenizer = tokenizer
+        self.device = device
+        self.dtype = dtype
+        self.name = name  # shown to people, e.g. "all-MiniLM-L6-v2 (bundled)"
+        self.spec = spec  # what the user typed: "minilm", an HF id, a folder, "random:tiny"
+        self.source = source  # where the weights came from (a folder, the HF cache, "random seed 0")
+
+    @property
+    def config(self) -> BertConfig:
+        return self.model.config
+
+    @property
+    def max_tokens(self) -> int:
+        """Return the most tokens one input may have, [CLS] and [SEP] included."""
+        limit = self.config.max_positions
+        tok_limit = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(tok_limit, int) and 0 < tok_limit < limit:
+            limit = tok_limit
+        return limit
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def describe(self) -> dict[str, Any]:
+        """Return the facts a page or the CLI shows about this model."""
+        c = self.config
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "source": self.source,
+            "layers": c.n_layers,
+            "heads": c.n_heads,
+            "d_model": c.d_model,
+            "d_k": c.d_k,
+            "d_ff": c.d_ff,
+            "max_tokens": self.max_tokens,
+            "params": self.n_params,
+            "device": str(self.device),
+            "dtype": str(self.dtype).replace("torch.", ""),
+        }
+
+    # ---- tokenization -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _clean(text: str | None, what: str, required: bool) -> str | None:
+        if text is None:
+            if required:
+                raise InputError(f"{what} is empty: type a sentence to see its attention")
+            return None
+        if not isinstance(text, str):
+            raise InputError(f"{what} must be a string, got {type(text).__name__}")
+        text = text.strip()
+        if not text:
+            if required:
+                raise InputError(f"{what} is empty: type a sentence to see its attention")
+            return None
+        return text
+
+    def _tokenize(
+        self, texts: Sequence[str], texts_b: Sequence[str | None] | None
+    ) -> tuple[dict[str, torch.Tensor], list[int]]:
+        """Tokenize a batch with padding and truncation; also return how many tokens each item lost."""
+        limit = self.max_tokens
+        pairs = texts_b is not None and any(b is not None for b in texts_b)
+        if pairs and any(b is None for b in texts_b):  # type: ignore[union-attr]
+            raise InputError("in a batch of pairs every item needs a second sentence")
+        args = (list(texts), list(texts_b)) if pairs else (list(texts),)  # type: ignore[arg-type]
+        kw = dict(padding=True, return_tensors="pt", return_token_type_ids=True, return_attention_mask=True, verbose=False)
+        enc = self.tokenizer(*args, **kw)
+        cut = [max(0, int(n) - limit) for n in enc["attention_mask"].sum(1)]
+        if any(cut):  # tokenize again, cut to the limit (longest sentence first for pairs); [SEP] stays last
+            enc = self.tokenizer(*args, truncation="longest_first", max_length=limit, **kw)
+        return enc, cut
+
+    # ---- forward ------------------------------------------------------------------------------------
+
+    def _keep_for(self, mask: str | torch.Tensor | None, seq: int) -> tuple[torch.Tensor | None, str]:
+        """Return the user's mask as a keep tensor on the device (None = nothing hidden) and its name."""
+        if mask is None:
+            return None, "bidirectional"
+        if isinstance(mask, str):
+            kind, _ = masks.parse_named(mask)
+            return masks.named_keep(mask, seq, self.device), mask.strip().lower() if kind != "bidirectional" else kind
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            raise MaskError("a mask tensor must be bool with True = may attend (convert other conventions first)")
+        keep = masks.as_4d(mask)
+        try:
+            torch.broadcast_shapes(tuple(keep.shape), (1, self.config.n_heads, seq, seq))
+        except RuntimeError:
+            raise MaskError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, heads, q_pos, k_pos) = "
+                f"(batch, {self.config.n_heads}, {seq}, {seq}) for this {seq}-token input"
+            ) from None
+        return keep.to(self.device), "custom"
+
+    @torch.inference_mode()
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        texts_b: Sequence[str | None] | None = None,
+        mask: str | torch.Tensor | None = None,
+        internals: bool = False,
+    ) -> EncoderOutput:
+        """Encode several texts at once (padded to the longest); every tensor gets a leading batch axis.
+
+        mask: None or a name ('causal', 'window:W', 'prefix:P'), or a bool keep tensor broadcastable to
+        (batch, heads, q_pos, k_pos); it is combined with the padding mask.
+        """
+        if isinstance(texts, str):
+            raise InputError("encode_batch takes a list of texts; use encode() for one")
+        if len(texts) == 0:
+            raise InputError("no texts to encode")
+        clean = [self._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
+        clean_b = None
+        if texts_b is not None:
+            if len(texts_b) != len(texts):
+                raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
+            clean_b = [self._clean(t, f"second sentence {i + 1}", False) for i, t in enumerate(texts_b)]
+        enc, cut = self._tokenize(clean, clean_b)  # type: ignore[arg-type]
+
+        input_ids = enc["input_ids"]  # (B, T)
+        token_type_ids = enc["token_type_ids"]
+        attention_mask = enc["attention_mask"]  # (B, T), 1 = real token
+        B, T = input_ids.shape
+        pad = masks.padding_keep(attention_mask).to(self.device) if not bool(attention_mask.all()) else None
+        user_keep, mask_name = self._keep_for(mask, T)
+        keep = masks.combine(pad, user_keep)
+
+        res = self.model(
+            input_ids.to(self.device),
+            token_type_ids.to(self.device),
+            keep=keep,
+            record=internals,
+        )
+        attentions = res.attentions.cpu()  # (B, layers, heads, q_pos, k_pos), float32
+        if keep is None:
+            keep_qk = torch.ones(B, T, T, dtype=torch.bool)
+        else:
+            # The applied mask, per sentence: the same for every head unless the user gave per-head masks.
+            keep_qk = torch.broadcast_to(masks.as_4d(keep), (B, 1, T, T))[:, 0].cpu().clone()
+
+        extra: dict[str, torch.Tensor] = {}
+        if internals and res.record is not None:
+            for name in INTERNAL_NAMES:
+                extra[name] = torch.stack(getattr(res.record, name), dim=1).float().cpu()
+            extra["layer_inputs"] = torch.stack(res.record.hidden_states, dim=1).float().cpu()
+
+        unk_id = getattr(self.tokenizer, "unk_token_id", None)
+        n_unknown = [int((row == unk_id).sum()) for row in input_ids] if unk_id is not None else [0] * B
+        notes = []
+        if any(cut):
+            worst = max(cut)
+            msg = (
+                f"input truncated to {self.max_tokens} tokens, the model's limit: {worst} token(s) cut"
+                if B == 1
+                else f"{sum(1 for c in cut if c)} input(s) truncated to {self.max_tokens} tokens (up to {worst} cut)"
+            )
+            notes.append(msg)
+            warnings.warn(msg, TruncationWarning, stacklevel=3)
+
+        return EncoderOutput(
+            tokens=[self.tokenizer.convert_ids_to_tokens(row.tolist()) for row in input_ids],
+            input_ids=input_ids,
+            token_type_ids=token_type_ids,
+            attentions=attentions,
+            hidden_states=res.last_hidden.float().cpu(),
+            keep=keep_qk,
+            padding=attention_mask.bool(),
+            mask=mask_name,
+            model=self.name,
+            truncated=cut,  # type: ignore[arg-type]
+            n_unknown=n_unknown,  # type: ignore[arg-type]
+            notes=notes,
+            **extra,
+        )
+
+    def encode(
+        self,
+        text: str,
+        text_b: str | None = None,
+        mask: str | torch.Tensor | None = None,
+        internals: bool = False,
+    ) -> EncoderOutput:
+        """Encode one text (or a sentence pair through text_b); see EncoderOutput for what comes back."""
+        clean = self._clean(text, "text", True)
+        out = self.encode_batch([clean], None if text_b is None else [text_b], mask=mask, internals=internals)  # type: ignore[list-item]
+        single = out.item(0, trim=False)
+        if single.many_unknown:
+            single.notes.append(
+                f"{single.n_unknown} of {single.seq - 2} tokens are [UNK]: this model's vocabulary does not cover "
+                "this text (for Chinese, use bert-base-chinese)"
+            )
+        return single

@@ -1,0 +1,28 @@
+"""Errors a person can act on. Each message says what went wrong and what to do next.
+
+The CLI prints `str(err)` as one line on stderr and exits 2; the app shows it on the page.
+"""
+
+
+class AttnVizError(Exception):
+    """Base class: bad input or an environment problem, never a bug in our code."""
+
+
+class ModelLoadError(AttnVizError):
+    """The model spec could not be resolved or its weights could not be loaded."""
+
+
+class UnsupportedArchitectureError(ModelLoadError):
+    """The checkpoint is not a BERT encoder (e.g. GPT-2, RoBERTa with its own config, T5)."""
+
+
+class DeviceError(AttnVizError):
+    """The requested device or dtype is not available here."""
+
+
+class InputError(AttnVizError):
+    """The text (or another user input) cannot be encoded as given."""
+
+
+class MaskError(AttnVizError):
+    """A mask has the wrong shape, dtype or values for this input."""
