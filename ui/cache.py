@@ -1,0 +1,25 @@
+"""Cached loaders. The model is a shared resource (never mutated after load); results are cached data.
+
+Every page gets the current EncoderOutput from `encode`, keyed by (model, device, dtype, text, text_b, mask,
+internals): switching pages never re-encodes, and a second session with the same text hits the cache.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from models import Encoder, EncoderOutput, load_encoder
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def encoder(spec: str, device: str, dtype: str) -> Encoder:
+    """Return the loaded model (errors are not cached: a fixed spec is retried)."""
+    return load_encoder(spec, device=device, dtype=dtype)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def encode(
+    spec: str, device: str, dtype: str, text: str, text_b: str, mask: str, internals: bool = False
+) -> EncoderOutput:
+    """Return the encoder's output for the text (internals adds Q, K, V, scores and context)."""
+    return encoder(spec, device, dtype).encode(text, text_b or None, mask=mask, internals=internals)

@@ -1,0 +1,52 @@
+"""Strings shown to people, by key, in English and Chinese.
+
+Each language is a folder of TOML files under ui/locales/<lang>/, one per part of the app; a file's tables
+become dotted keys ("explore.title"). tests/test_i18n.py holds both languages to the same keys and the same
+{placeholders}, so neither can fall behind.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+LOCALES = Path(__file__).resolve().parent / "locales"
+LANGUAGES = {"en": "English", "zh": "中文"}
+DEFAULT_LANGUAGE = "en"
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = str(value)
+    return out
+
+
+@cache
+def strings(lang: str) -> dict[str, str]:
+    """Return every key → string of one language (all TOML files of its folder, merged)."""
+    if lang not in LANGUAGES:
+        raise KeyError(f"unknown language {lang!r}: use one of {', '.join(LANGUAGES)}")
+    out: dict[str, str] = {}
+    for path in sorted((LOCALES / lang).glob("*.toml")):
+        with path.open("rb") as f:
+            flat = _flatten(tomllib.load(f))
+        clash = set(out) & set(flat)
+        if clash:
+            raise KeyError(f"{path.name} redefines {sorted(clash)[:3]}")
+        out.update(flat)
+    return out
+
+
+def translate(lang: str, key: str, **values: Any) -> str:
+    """Return the string for key in lang, formatted with values; a missing key shows as ⟦key⟧, never crashes."""
+    text = strings(lang).get(key)
+    if text is None:
+        text = strings(DEFAULT_LANGUAGE).get(key, f"⟦{key}⟧")
+    return text.format(**values) if values else text

@@ -1,0 +1,142 @@
+"""The shared sidebar (model, device, text, pair, examples, mask, language) and the current result for pages."""
+
+from __future__ import annotations
+
+import streamlit as st
+import torch
+
+from models import AttnVizError, Encoder, EncoderOutput
+from models.masks import parse_named
+
+from . import cache, state
+from .i18n import LANGUAGES
+from .state import EXAMPLES, t
+
+MODEL_CHOICES = ("minilm", "bert-base-uncased", "bert-base-chinese", "random:minilm", "random:bert-base", "random:tiny")
+CUSTOM = "custom"
+MASK_KINDS = ("bidirectional", "causal", "window", "prefix")
+
+
+def _apply_example() -> None:
+    key = st.session_state.get("example")
+    if key in EXAMPLES:
+        st.session_state["text"], st.session_state["text_b"] = EXAMPLES[key]
+        if key == "chinese" and st.session_state.get("model") == "minilm":
+            st.session_state["example_note"] = True
+
+
+def _model_picker() -> None:
+    current = state.get("model")
+    choice_key = "model_choice"
+    if choice_key not in st.session_state:
+        st.session_state[choice_key] = current if current in MODEL_CHOICES else CUSTOM
+    options = (*MODEL_CHOICES, CUSTOM)
+    choice = st.selectbox(
+        t("sidebar.model"),
+        options,
+        key=choice_key,
+        format_func=lambda o: t(f"sidebar.model_choice.{o.replace(':', '_').replace('-', '_')}"),
+        help=t("sidebar.model_help"),
+    )
+    if choice == CUSTOM:
+        if "model_custom" not in st.session_state:
+            st.session_state["model_custom"] = "" if current in MODEL_CHOICES else current
+        typed = st.text_input(t("sidebar.model_custom"), key="model_custom", placeholder="bert-base-uncased  |  /path/to/folder")
+        st.session_state["model"] = typed.strip() or "minilm"
+    else:
+        st.session_state["model"] = choice
+
+
+def _mask_picker() -> None:
+    kind, param = parse_named(state.get("mask")) if _valid_mask(state.get("mask")) else ("bidirectional", None)
+    if "mask_kind" not in st.session_state:
+        st.session_state["mask_kind"] = kind
+    kind = st.selectbox(
+        t("sidebar.mask"), MASK_KINDS, key="mask_kind", format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
+        help=t("sidebar.mask_help"),
+    )
+    if kind in ("window", "prefix"):
+        pkey = f"mask_{kind}"
+        if pkey not in st.session_state:
+            st.session_state[pkey] = param if param is not None else (2 if kind == "window" else 4)
+        value = st.number_input(t(f"sidebar.mask_param.{kind}"), min_value=0, max_value=511, step=1, key=pkey)
+        st.session_state["mask"] = f"{kind}:{int(value)}"
+    else:
+        st.session_state["mask"] = kind
+
+
+def _valid_mask(spec: str) -> bool:
+    try:
+        parse_named(spec)
+        return True
+    except AttnVizError:
+        return False
+
+
+def render() -> None:
+    """Draw the sidebar; its widgets write the selections into st.session_state and the URL."""
+    with st.sidebar:
+        st.radio(
+            t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, horizontal=True
+        )
+        _model_picker()
+        devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        if state.get("device") not in devices:
+            st.session_state["device"] = "auto"
+        st.selectbox(t("sidebar.device"), devices, key="device", help=t("sidebar.device_help"))
+        if torch.cuda.is_available():
+            st.selectbox(t("sidebar.dtype"), ["fp32", "bf16", "fp16"], key="dtype", help=t("sidebar.dtype_help"))
+        else:
+            st.session_state["dtype"] = "fp32"
+
+        st.selectbox(
+            t("sidebar.examples"),
+            list(EXAMPLES),
+            index=None,
+            key="example",
+            placeholder=t("sidebar.examples_placeholder"),
+            format_func=lambda k: t(f"sidebar.example.{k}"),
+            on_change=_apply_example,
+        )
+        st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
+        st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
+        if st.session_state.pop("example_note", False):
+            st.info(t("sidebar.chinese_note"))
+        _mask_picker()
+    state.sync_url()
+
+
+def current_encoder() -> Encoder | None:
+    """Return the selected model, loading it with a spinner; on failure show why and return None."""
+    spec, device, dtype = state.get("model"), state.get("device"), state.get("dtype")
+    try:
+        with st.spinner(t("status.loading_model", model=spec)):
+            return cache.encoder(spec, device, dtype)
+    except AttnVizError as err:
+        st.error(t("status.model_failed", model=spec, reason=str(err)))
+        return None
+
+
+def current_output(internals: bool = False) -> EncoderOutput | None:
+    """Return the current text's EncoderOutput (cached), or None after showing a friendly message."""
+    text = (state.get("text") or "").strip()
+    if not text:
+        st.info(t("status.empty_text"))
+        return None
+    enc = current_encoder()
+    if enc is None:
+        return None
+    try:
+        with st.spinner(t("status.encoding")):
+            out = cache.encode(
+                state.get("model"), state.get("device"), state.get("dtype"), text,
+                (state.get("text_b") or "").strip(), state.get("mask"), internals,
+            )
+    except AttnVizError as err:
+        st.error(t("status.encode_failed", reason=str(err)))
+        return None
+    if out.truncated:
+        st.warning(t("status.truncated", limit=out.seq, cut=out.truncated))
+    if out.many_unknown:
+        st.warning(t("status.unknown_tokens", n=out.n_unknown, total=out.seq))
+    return out

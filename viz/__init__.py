@@ -1,0 +1,1 @@
+"""Figures: numpy arrays and token lists in, plotly figures (or PNG/HTML) out. No torch, no streamlit."""
