@@ -1,0 +1,113 @@
+"""Our `encode` against transformers' eager BertModel with output_attentions=True: same weights, device, input.
+
+    python bench/encoder.py                 # BERT-base shape (random weights, saved and loaded as a folder)
+    python bench/encoder.py --model minilm  # the bundled model
+    python bench/encoder.py --device cuda
+
+Both sides tokenize the text and return every layer's attention; runs alternate in one process (ours, theirs,
+ours, …) after warm-up, so drift in the machine's speed hits both. Prints medians and ours/theirs (≤ 1.0 = we
+are as fast or faster). Target: ratio ≤ 1.0 at 128 and 512 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from models import bundled_model_dir, load_encoder  # noqa: E402
+
+
+def bert_base_folder(path: Path) -> Path:
+    """Save a random BERT-base-shaped checkpoint with the bundled uncased vocabulary."""
+    import shutil
+
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    BertModel(BertConfig()).save_pretrained(path)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (bundled_model_dir() / name).is_file():
+            shutil.copy(bundled_model_dir() / name, path / name)
+    return path
+
+
+def text_of(tokenizer, n_tokens: int) -> str:
+    """Return a text that tokenizes to exactly n_tokens, [CLS] and [SEP] included."""
+    words = ("the model looks at every token and weighs how much each other token matters here . " * 200).split()
+    ids = tokenizer(" ".join(words), add_special_tokens=False)["input_ids"][: n_tokens - 2]
+    text = tokenizer.decode(ids)
+    assert len(tokenizer(text)["input_ids"]) == n_tokens
+    return text
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="bert-base", help="bert-base (random weights, BERT-base shape) or a spec")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--lengths", default="128,512")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+
+    from transformers import AutoTokenizer, BertModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = bert_base_folder(Path(tmp)) if args.model == "bert-base" else None
+        spec = str(path) if path else args.model
+        ours = load_encoder(spec, device=args.device)
+        ref_path = str(path) if path else str(bundled_model_dir() if "minilm" in spec.lower() else spec)
+        device = ours.device
+        theirs = BertModel.from_pretrained(ref_path, attn_implementation="eager").to(device).eval()
+        tok = AutoTokenizer.from_pretrained(ref_path)
+
+        def run_theirs(text: str):
+            with torch.inference_mode():
+                enc = tok(text, return_tensors="pt").to(device)
+                out = theirs(**enc, output_attentions=True)
+                attn = [a.cpu() for a in out.attentions]
+                return attn, out.last_hidden_state.cpu()
+
+        c = ours.config
+        print(
+            f"model {ours.name}: {c.n_layers} layers, {c.n_heads} heads, d_model {c.d_model}, d_k {c.d_k}; "
+            f"device {device}; torch {torch.__version__}; threads {torch.get_num_threads()}"
+        )
+        print(f"{'tokens':>6} {'ours ms':>9} {'transformers ms':>16} {'ratio':>6}")
+        for n in [int(x) for x in args.lengths.split(",")]:
+            text = text_of(tok, n)
+            t_ours, t_theirs = [], []
+            sides = [(ours.encode, t_ours), (run_theirs, t_theirs)]
+            for i in range(args.warmup + args.repeats):
+                # Alternate who goes first: whatever the previous run leaves behind (allocator, caches) is shared.
+                for fn, bucket in sides if i % 2 else sides[::-1]:
+                    sync(device)
+                    t0 = time.perf_counter()
+                    fn(text)
+                    sync(device)
+                    if i >= args.warmup:
+                        bucket.append(time.perf_counter() - t0)
+            mo, mt = statistics.median(t_ours) * 1e3, statistics.median(t_theirs) * 1e3
+            print(f"{n:>6} {mo:>9.1f} {mt:>16.1f} {mo / mt:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
