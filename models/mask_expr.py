@@ -498,9 +498,14 @@ def evaluate(
         raise MaskError(f"not a Python expression: {err.msg} (a mask expression is one expression, no statements)") from None
     except (RecursionError, MemoryError, ValueError):
         raise MaskError("the mask expression is nested too deeply") from None
-    n_nodes = sum(1 for _ in ast.walk(tree))
-    if n_nodes > MAX_NODES:
-        raise MaskError(f"the mask expression is too long ({n_nodes} syntax nodes; at most {MAX_NODES})")
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_NODES:
+        raise MaskError(f"the mask expression is too long ({len(nodes)} syntax nodes; at most {MAX_NODES})")
+    for node in nodes:  # refuse before evaluating anything
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            raise _refuse(f"the attribute {node.attr!r}")
+        if type(node) in _REFUSED_NAMES or isinstance(node, ast.Pow | ast.MatMult):
+            raise _refuse(_REFUSED_NAMES.get(type(node), "'**'" if isinstance(node, ast.Pow) else "'@'"))
     if attention_mask is None:
         attention_mask = torch.ones(batch, seq, dtype=torch.int64)
     names: dict[str, Any] = {

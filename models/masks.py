@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -335,6 +336,8 @@ def load_mask_bytes(data: bytes, name: str) -> torch.Tensor:
         raise MaskError(f"{name} is {len(data) / 2**20:.0f} MiB; a mask file may be at most {MAX_FILE_BYTES >> 20} MiB")
     try:
         if suffix == ".npy":
+            if not data.startswith(b"\x93NUMPY"):  # np.load would take anything else for a pickle
+                raise MaskError(f"{name} is not a readable .npy file: no NumPy header (save it with np.save)")
             arr = np.load(io.BytesIO(data), allow_pickle=False)
             return as_tensor(arr)
         if suffix == ".npz":
@@ -342,7 +345,11 @@ def load_mask_bytes(data: bytes, name: str) -> torch.Tensor:
                 key = _pick({k: k for k in z.files}, name)
                 return as_tensor(z[key])  # type: ignore[index]
         if suffix in (".pt", ".pth"):
-            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            if not data.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip, or its legacy pickle stream
+                raise MaskError(f"{name} is not a readable {suffix} file: not written by torch.save")
+            with warnings.catch_warnings():  # torch warns about pickle protocols it then refuses anyway
+                warnings.simplefilter("ignore")
+                obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
             if isinstance(obj, dict):
                 obj = _pick({str(k): v for k, v in obj.items()}, name)
             if not isinstance(obj, torch.Tensor):
