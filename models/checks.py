@@ -35,8 +35,31 @@ STATUSES = ("pass", "fail", "warn", "info", "skip")
 CHECKS = ("shape", "convention", "leaks", "over", "rows", "behaviour", "mass")
 EXPECT_HELP = "causal, bidirectional, padding, window:W, prefix:P (or two joined with +, e.g. causal+padding)"
 N_EXAMPLES = 5  # positions listed per finding
-PERTURB_TOKENS = 4096  # token budget of the behavioural test's batch (perturbed copies × seq)
-MAX_PERTURB = 24
+PERTURB_TOKENS = 2048  # token budget of the behavioural test's batch (perturbed copies × seq)
+MAX_PERTURB = 16
+
+_TRIL = "torch.tril(torch.ones(seq, seq, dtype=torch.bool))"
+_TRIU1 = "torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)"
+_BOTH = "(attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool()"
+# Teaching examples, correct and buggy: key → (expression, declared convention, expectation, passes).
+# The page lists them (labels and lessons in its locale files); tests/test_masks_page.py checks each verdict.
+EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
+    "ok_tril": (_TRIL, "keep", "causal", True),
+    "ok_float": ("torch.tril(torch.ones(seq, seq))", "keep", "causal", True),
+    "ok_additive": ("torch.triu(torch.full((seq, seq), float('-inf')), diagonal=1)", "additive", "causal", True),
+    "ok_finfo": ("torch.triu(torch.full((seq, seq), torch.finfo(torch.float32).min), diagonal=1)", "additive", "causal", True),
+    "ok_mha": (_TRIU1, "drop", "causal", True),
+    "ok_padding": ("attention_mask", "keep", "padding", True),
+    "bug_inverted": (_TRIU1, "keep", "causal", False),
+    "bug_additive_as_keep": ("torch.triu(torch.full((seq, seq), float('-inf')), diagonal=1)", "keep", "causal", False),
+    "bug_01_additive": ("torch.tril(torch.ones(seq, seq))", "additive", "causal", False),
+    "bug_diagonal": ("torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=-1)", "keep", "causal", False),
+    "bug_next": ("torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)", "keep", "causal", False),
+    "bug_transposed": ("torch.triu(torch.ones(seq, seq, dtype=torch.bool))", "keep", "causal", False),
+    "bug_padding_queries": ("attention_mask[:, None, :, None]", "keep", "padding", False),
+    "bug_padding_visible": ("torch.ones(seq, seq, dtype=torch.bool)", "keep", "padding", False),
+    "bug_neg_inf_rows": (f"torch.zeros(batch, 1, seq, seq).masked_fill(~{_BOTH}, float('-inf'))", "additive", "padding", False),
+}
 
 # English for every message code; the page has the same codes, with the same {placeholders}, in
 # ui/locales/<lang>/masks.toml under [masks.msg] (tests/test_masks_page.py holds them together).
@@ -397,7 +420,9 @@ def _diagnose(keep: torch.Tensor, exp: Expectation, expected: torch.Tensor, judg
     for cand, phrase in candidates:
         if same(cand):
             return [phrase]
-    named = ["causal"] + [f"window:{w}" for w in range(min(T, 8))] + [f"prefix:{p}" for p in range(1, T)]
+    # Which named mask could it be? Row 0 of a window:W mask sees W + 1 keys, of a prefix:P mask P keys.
+    first = int(torch.broadcast_to(keep, (B, keep.shape[1], T, T))[0, 0, 0].sum())
+    named = ["causal", f"window:{max(first - 1, 0)}", f"prefix:{first}"]
     for other in named:
         if other != name and same(masks.named_keep(other, T)):
             return [Phrase("diag.is_named", {"name": other})]
@@ -435,17 +460,15 @@ def _run_layers(model: Any, ids: torch.Tensor, types: torch.Tensor, keep: torch.
 
 def _replacement_ids(ids: torch.Tensor, positions: torch.Tensor, enc: Encoder, gen: torch.Generator) -> torch.Tensor:
     """Return ids with the given positions replaced by other, ordinary tokens (never specials, never the same)."""
-    vocab = enc.config.vocab_size
-    special = set(getattr(enc.tokenizer, "all_special_ids", []) or [])
+    special = torch.tensor(sorted(set(getattr(enc.tokenizer, "all_special_ids", []) or [])), dtype=torch.long)
+    ordinary = torch.ones(enc.config.vocab_size, dtype=torch.bool)
+    ordinary[special[special < enc.config.vocab_size]] = False
+    allowed = ordinary.nonzero().squeeze(1)  # (n_allowed,)
     out = ids.clone()
-    n = int(positions.sum())
-    new = torch.randint(0, vocab, (n,), generator=gen)
-    for i in range(n):
-        while int(new[i]) in special:
-            new[i] = (new[i] + 1) % vocab
-    old = out[positions]
-    clash = new == old
-    new[clash] = (new[clash] + 1) % vocab
+    idx = torch.randint(0, len(allowed), (int(positions.sum()),), generator=gen)
+    new = allowed[idx]
+    same = new == out[positions]
+    new[same] = allowed[(idx[same] + 1) % len(allowed)]  # a different token, even when the draw hits the old one
     out[positions] = new
     return out
 
@@ -491,27 +514,25 @@ def _behaviour(
     keep_b = keep4 if keep4.shape[0] == 1 else keep4[item]
     with torch.inference_mode():
         outs, _ = _run_layers(enc.model, batch_ids, batch_types, keep_b.to(enc.device))
-    worst = (-1.0, 0, 0, 0, None)  # change, layer, plan index, position, t
-    per_t: list[dict[str, Any]] = []
-    n_checked = 0
-    for i, (b, pos, t) in enumerate(plans):
-        plan_max = 0.0
-        for layer in range(L):
-            # Real query rows with no path to any changed position after layer+1 layers.
-            free = ~(reach[layer][b][:, pos].bool().any(-1)) & real[b]
-            if not bool(free.any()):
-                continue
-            n_checked += 1
-            delta = (outs[layer][B + i].float() - outs[layer][b].float()).abs().amax(-1).cpu()  # (T,)
-            delta = torch.where(free, delta, torch.zeros_like(delta))
-            m, where = float(delta.max()), int(delta.argmax())
-            plan_max = max(plan_max, m)
-            if m > worst[0]:
-                worst = (m, layer, i, where, t)
-        per_t.append({"item": b, "t": t, "max_change": plan_max})
-    if n_checked == 0:
+    # All copies and layers at once: (layers, copies, seq) changes, kept only where nothing changed is reachable.
+    item_of = torch.tensor([b for b, _, _ in plans])
+    changed = torch.stack([pos for _, pos, _ in plans])  # (P, T)
+    deltas, frees = [], []
+    for layer in range(L):
+        reachable = reach[layer][item_of].bool() & changed[:, None, :]  # (P, q, k)
+        free = ~reachable.any(-1) & real[item_of]  # real outputs with no path to a changed token
+        moved = (outs[layer][B:].float() - outs[layer][item_of.to(enc.device)].float()).abs().amax(-1).cpu()
+        deltas.append(torch.where(free, moved, torch.zeros_like(moved)))
+        frees.append(free)
+    delta = torch.stack(deltas)  # (L, P, T)
+    if not bool(torch.stack(frees).any()):
         return Finding("behaviour.skip", {"expect": exp.name}, "behaviour", "skip")
-    change, layer, i, where, t = worst
+    layer, i, where = np.unravel_index(int(delta.argmax()), tuple(delta.shape))
+    layer, i, where = int(layer), int(i), int(where)
+    change = float(delta[layer, i, where])
+    per_plan = delta.amax(dim=(0, 2)).tolist()
+    per_t = [{"item": b, "t": t, "max_change": m} for (b, _, t), m in zip(plans, per_plan, strict=True)]
+    t = plans[i][2]
     b = plans[i][0]
     kinds = {p[2] is None for p in plans}
     what = Phrase("what.both" if len(kinds) == 2 else "what.padding" if True in kinds else "what.after")
