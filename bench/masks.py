@@ -31,7 +31,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--tokens", type=int, nargs="*", default=[128, 512])
+    ap.add_argument("--tokens", type=int, nargs="*", default=[16, 128, 512])
     args = ap.parse_args()
     enc = load_encoder(args.model, device=args.device)
     check_mask(enc, SENTENCE, "causal", "keep", "causal")  # warm-up

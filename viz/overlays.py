@@ -147,15 +147,18 @@ def mask_agreement(
     scale = []
     for i, c in enumerate(colors):  # a stepped colorscale: one flat band per kind, z = its index
         scale += [[i / len(colors), c], [(i + 1) / len(colors), c]]
-    text = np.array([labels[AGREEMENT[int(v)]] for v in codes.ravel()], dtype=object).reshape(codes.shape)
     q_tok = list(tokens)
-    custom = np.stack(np.broadcast_arrays(np.array(q_tok, dtype=object)[:, None], np.array(q_tok, dtype=object)[None, :]), -1)
     n = len(q_tok)
+    # Per-cell words in the hover, up to 128 tokens (at 512 they would add megabytes to the page).
+    names = np.array([labels[k] for k in AGREEMENT], dtype=object)
+    text = names[codes] if n <= 128 else None
+    custom = np.stack(np.broadcast_arrays(np.array(q_tok, dtype=object)[:, None], np.array(q_tok, dtype=object)[None, :]), -1)
     fig = go.Figure(
         go.Heatmap(
             z=codes, x=np.arange(n), y=np.arange(n), zmin=-0.5, zmax=len(colors) - 0.5, colorscale=scale, text=text,
             customdata=custom, xgap=1, ygap=1, showscale=False,
-            hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}<br>%{text}<extra></extra>",
+            hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}"
+            + ("<br>%{text}" if text is not None else "") + "<extra></extra>",
         )
     )
     for k in present:  # a legend entry per kind present (a colorbar cannot label categories readably)
