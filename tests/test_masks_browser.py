@@ -62,3 +62,32 @@ def test_masks_page_verdict_overlay_and_languages():
         full_screenshot(page, ARTIFACTS / "masks_zh_bug.png")
         assert not errors, errors
         page.close()
+
+
+def test_upload_a_mask_file(tmp_path):
+    """Upload an nn.MultiheadAttention-style .npy, declare drop: PASS. A pickled .npy is refused, never loaded."""
+    import numpy as np
+
+    T = 16  # [CLS] + 14 tokens + [SEP] for the sidebar's default sentence
+    np.save(tmp_path / "mha.npy", np.triu(np.ones((T, T), bool), 1))
+    np.save(tmp_path / "evil.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    with app_server() as url, browser() as b:
+        page = b.new_page(viewport={"width": 1400, "height": 900})
+        errors = _errors(page)
+        page.goto(url)
+        page.wait_for_selector(".js-plotly-plot", timeout=LOAD_MS)
+        page.get_by_role("link", name="Masks").click()
+        page.get_by_text("PASS: this is a correct causal mask").wait_for(timeout=LOAD_MS)
+        page.get_by_text("Upload a file").click()
+        page.get_by_text("Pick an example, type an expression or upload a mask file").wait_for(timeout=LOAD_MS)
+        page.locator("input[type=file]").set_input_files(str(tmp_path / "mha.npy"))
+        page.get_by_text("FAIL: this is not a correct causal mask in the keep convention").wait_for(timeout=LOAD_MS)
+        box = page.get_by_role("combobox", name="Convention (declared)")
+        box.click()
+        page.get_by_role("option").filter(has_text="drop").first.click()
+        page.get_by_text("PASS: this is a correct causal mask in the drop convention").wait_for(timeout=LOAD_MS)
+        page.locator("input[type=file]").set_input_files(str(tmp_path / "evil.npy"))
+        page.get_by_text("never unpickled").wait_for(timeout=LOAD_MS)
+        full_screenshot(page, ARTIFACTS / "masks_upload_refused.png")
+        assert not errors, errors
+        page.close()
