@@ -13,6 +13,7 @@ state.init()
 
 PAGES = [
     st.Page("pages/explore.py", title=t("nav.explore"), icon="🔍", url_path="explore", default=True),
+    st.Page("pages/masks.py", title=t("nav.masks"), icon=":material/visibility_off:", url_path="masks"),
 ]
 page = st.navigation(PAGES)
 sidebar.render()

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from . import check_mask
 from .encoder import TruncationWarning
 from .errors import AttnVizError
 
@@ -46,7 +48,10 @@ def add_text_args(p: argparse.ArgumentParser) -> None:
 def _export_args(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     add_text_args(p)
-    p.add_argument("--mask", default=None, help="bidirectional (default), causal, window:W or prefix:P")
+    p.add_argument("--mask", default=None,
+                   help="bidirectional (default), causal, window:W, prefix:P, a .npy/.npz/.pt FILE or an expression over seq")
+    p.add_argument("--convention", default=None, choices=["keep", "drop", "additive"],
+                   help="how a mask FILE or expression reads: keep (True = may attend, the default), drop, additive")
     p.add_argument("--out", default=None, help="output file (.npz; .json with --json; stdout when omitted with --json)")
     p.add_argument("--json", action="store_true", help="write JSON instead of NPZ")
 
@@ -57,7 +62,8 @@ def _export(args: argparse.Namespace) -> int:
     if not args.json and not args.out:
         raise UsageError("export: --out FILE.npz is required (or --json to print JSON)")
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
-    out = enc.encode(args.text, args.text_b, mask=args.mask)
+    mask = check_mask.export_mask(enc, args.text, args.text_b, args.mask, args.convention)
+    out = enc.encode(args.text, args.text_b, mask=mask)
     for note in out.notes:
         print(f"warning: {note}", file=sys.stderr)
     arrays = {
@@ -67,6 +73,9 @@ def _export(args: argparse.Namespace) -> int:
         "hidden_states": out.hidden_states.numpy().astype(np.float32),  # (seq, d_model)
         "mask": out.keep.numpy().astype(bool),  # (q_pos, k_pos), True = may attend
     }
+    if isinstance(mask, torch.Tensor) and mask.shape[1] > 1:  # per-head masks: `mask` is head 0's
+        T = out.seq
+        arrays["mask_heads"] = torch.broadcast_to(mask.cpu(), (1, mask.shape[1], T, T))[0].numpy().astype(bool)
     if args.json:
         doc = {"model": enc.name, "mask_name": out.mask, "truncated": out.truncated}
         doc.update({k: v.tolist() for k, v in arrays.items()})
@@ -108,6 +117,7 @@ def _info(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "export": ("run the encoder and write tokens, attentions and hidden states", _export_args, _export),
     "info": ("load a model and print its shape", _info_args, _info),
+    "check-mask": (check_mask.HELP, check_mask.add_args, check_mask.run),
 }
 
 

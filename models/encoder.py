@@ -205,7 +205,9 @@ class Encoder:
 
     # ---- forward ------------------------------------------------------------------------------------
 
-    def _keep_for(self, mask: str | torch.Tensor | None, seq: int) -> tuple[torch.Tensor | None, str]:
+    def _keep_for(
+        self, mask: str | torch.Tensor | None, seq: int, batch: int = 1
+    ) -> tuple[torch.Tensor | None, str]:
         """Return the user's mask as a keep tensor on the device (None = nothing hidden) and its name."""
         if mask is None:
             return None, "bidirectional"
@@ -213,16 +215,12 @@ class Encoder:
             kind, _ = masks.parse_named(mask)
             return masks.named_keep(mask, seq, self.device), mask.strip().lower() if kind != "bidirectional" else kind
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise MaskError("a mask tensor must be bool with True = may attend (convert other conventions first)")
-        keep = masks.as_4d(mask)
-        try:
-            torch.broadcast_shapes(tuple(keep.shape), (1, self.config.n_heads, seq, seq))
-        except RuntimeError:
             raise MaskError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to (batch, heads, q_pos, k_pos) = "
-                f"(batch, {self.config.n_heads}, {seq}, {seq}) for this {seq}-token input"
-            ) from None
-        return keep.to(self.device), "custom"
+                "a mask tensor must be bool with True = may attend: convert other conventions first with "
+                "models.masks.to_keep(mask, 'drop' or 'additive')"
+            )
+        # Each axis must match (batch, heads, seq, seq) or be 1; a (batch, seq) mask is key padding.
+        return masks.fit(mask, batch, self.config.n_heads, seq).to(self.device), "custom"
 
     @torch.inference_mode()
     def encode_batch(
@@ -254,7 +252,7 @@ class Encoder:
         attention_mask = enc["attention_mask"]  # (B, T), 1 = real token
         B, T = input_ids.shape
         pad = masks.padding_keep(attention_mask).to(self.device) if not bool(attention_mask.all()) else None
-        user_keep, mask_name = self._keep_for(mask, T)
+        user_keep, mask_name = self._keep_for(mask, T, B)
         keep = masks.combine(pad, user_keep)
 
         res = self.model(
@@ -268,7 +266,8 @@ class Encoder:
             keep_qk = torch.ones(B, T, T, dtype=torch.bool)
         else:
             # The applied mask, per sentence: the same for every head unless the user gave per-head masks.
-            keep_qk = torch.broadcast_to(masks.as_4d(keep), (B, 1, T, T))[:, 0].cpu().clone()
+            k4 = masks.as_4d(keep)
+            keep_qk = torch.broadcast_to(k4, (B, k4.shape[1], T, T))[:, 0].cpu().clone()
 
         extra: dict[str, torch.Tensor] = {}
         if internals and res.record is not None:

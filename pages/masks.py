@@ -1,0 +1,191 @@
+"""Masks: check an attention mask (an example, an expression or an uploaded file) and see it over the attention."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import streamlit as st
+
+from models import AttnVizError
+from models.checks import EXAMPLES, MaskReport, check_mask
+from models.masks import load_mask_bytes
+from ui import cache, state
+from ui.sidebar import current_encoder, current_output
+from ui.state import t
+from viz.heatmap import head_heatmap
+from viz.overlays import AGREEMENT, add_mask_overlay, mask_agreement
+
+SOURCES = ("example", "expression", "file")
+CONVENTIONS = ("keep", "drop", "additive")
+EXPECT_KINDS = ("causal", "bidirectional", "padding", "window", "prefix", "causal+padding")
+# Material icons ship with Streamlit's own font: no emoji font needed on a lecture-hall machine.
+STATUS_ICON = {
+    "pass": ":green[:material/check_circle:]", "fail": ":red[:material/cancel:]", "warn": ":orange[:material/warning:]",
+    "info": ":blue[:material/info:]", "skip": ":gray[:material/skip_next:]",
+}
+DEFAULT_BATCH = "Too tired."
+# Page widgets whose values should survive a visit to another page (the file uploader cannot be restored).
+KEPT = ("mc_source", "mc_example", "mc_expr", "mc_convention", "mc_expect_kind", "mc_param", "mc_batch", "mc_item")
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _report(
+    spec: str, device: str, dtype: str, texts: tuple[str, ...], texts_b: tuple[str, ...] | None,
+    mask: str | bytes, file_name: str, convention: str, expect: str,
+) -> MaskReport:
+    """Return the checker's report (a resource, not data: it holds every layer's attention and is never mutated)."""
+    enc = cache.encoder(spec, device, dtype)
+    source = load_mask_bytes(mask, file_name) if isinstance(mask, bytes) else mask
+    return check_mask(enc, list(texts), source, convention, expect, list(texts_b) if texts_b else None)
+
+
+def _msg(code: str) -> str:
+    return t(f"masks.msg.{code}")
+
+
+def _md(text: str) -> str:
+    """Escape what markdown would swallow in tokens and expressions ([CLS], *, _, #, <)."""
+    return re.sub(r"([\\`*_\[\]<>#|~])", r"\\\1", text)
+
+
+def _apply_example(key: str) -> None:
+    """Put an example's expression, convention and expectation into the widgets (before they are drawn)."""
+    expr, convention, expect, _ = EXAMPLES[key]
+    kind, _, param = expect.partition(":")
+    st.session_state["mc_expr"] = expr
+    st.session_state["mc_convention"] = convention
+    st.session_state["mc_expect_kind"] = kind
+    if param:
+        st.session_state["mc_param"] = int(param)
+
+
+def _mask_inputs() -> tuple[str | bytes | None, str, str, str]:
+    """Draw the mask pickers; return (mask: expression or file bytes, file name, convention, expectation)."""
+    for key in KEPT:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+    if st.session_state.get("mc_example") not in EXAMPLES:
+        st.session_state["mc_example"] = "ok_tril"
+    if "mc_expr" not in st.session_state:
+        _apply_example(st.session_state["mc_example"])
+    source = st.radio(t("masks.source"), SOURCES, key="mc_source", horizontal=True,
+                      format_func=lambda s: t(f"masks.source_kind.{s}"))
+    mask: str | bytes | None = None
+    name = ""
+    if source == "example":
+        key = st.selectbox(t("masks.example_label"), list(EXAMPLES), key="mc_example",
+                           format_func=lambda k: ("✓ " if EXAMPLES[k][3] else "✗ ") + t(f"masks.example.{k}"))
+        _apply_example(key)  # the example fixes convention and expectation (shown, not editable)
+        st.caption(t(f"masks.lesson.{key}"))
+        mask = EXAMPLES[key][0]
+        st.code(mask, language="python")
+    elif source == "expression":
+        mask = st.text_input(t("masks.expression"), key="mc_expr", help=t("masks.expression_help")).strip() or None
+    else:
+        up = st.file_uploader(t("masks.upload"), type=["npy", "npz", "pt", "pth"], key="mc_file", help=t("masks.upload_help"))
+        if up is not None:
+            mask, name = up.getvalue(), up.name
+    fixed = source == "example"
+    left, mid, right = st.columns(3)
+    st.session_state.setdefault("mc_convention", "keep")
+    st.session_state.setdefault("mc_expect_kind", "causal")
+    convention = left.selectbox(t("masks.convention"), CONVENTIONS, key="mc_convention", disabled=fixed,
+                                format_func=lambda c: t(f"masks.convention_kind.{c}"), help=t("masks.convention_help"))
+    kind = mid.selectbox(t("masks.expect"), EXPECT_KINDS, key="mc_expect_kind", disabled=fixed,
+                         format_func=lambda k: t(f"masks.expect_kind.{k.replace('+', '_')}"), help=t("masks.expect_help"))
+    expect = kind
+    if kind in ("window", "prefix"):
+        st.session_state.setdefault("mc_param", 2)
+        value = right.number_input(t(f"masks.param.{kind}"), min_value=0, max_value=511, step=1, key="mc_param",
+                                   disabled=fixed)
+        expect = f"{kind}:{int(value)}"
+    return mask, name, convention, expect
+
+
+def _evidence(report: MaskReport) -> None:
+    icon = STATUS_ICON
+    lines = []
+    for f in report.findings:
+        lines.append(f"{icon[f.status]} **{_msg('check.' + f.check)}** — {_md(f.render(_msg))}")
+    st.markdown("  \n".join(lines))
+
+
+def _figures(report: MaskReport) -> None:
+    B = report.keep.shape[0]
+    item = 0
+    if B > 1:
+        padded = [int((~report.real[b]).sum()) for b in range(B)]
+        if st.session_state.get("mc_item") not in range(B):
+            st.session_state["mc_item"] = int(np.argmax(padded))  # the most padded sentence shows padding best
+        item = st.selectbox(t("masks.item"), list(range(B)), key="mc_item",
+                            format_func=lambda b: t("masks.item_label", n=b + 1, pads=padded[b]))
+    L, H = report.attentions.shape[1], report.attentions.shape[2]
+    st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), L - 1)
+    st.session_state["head"] = min(int(st.session_state.get("head", 0)), H - 1)
+    a, b = st.columns(2)
+    layer = a.slider(t("common.layer"), 0, L - 1, key="layer")
+    head = b.slider(t("common.head"), 0, H - 1, key="head")
+
+    tokens = report.tokens[item]
+    weights = report.attentions[item, layer, head]
+    expected, judged = report.expected[item], report.judged[item]
+    keep = report.keep[item, head if report.keep.shape[1] > 1 else 0]
+    left, right = st.columns(2)
+    with left:
+        fig = head_heatmap(weights, tokens, title=t("masks.attention_title", layer=layer, head=head))
+        add_mask_overlay(fig, expected | ~judged, weights)
+        st.plotly_chart(fig, width="stretch", key="mc_attention")
+        st.caption(t("masks.attention_caption", expect=report.expect))
+    with right:
+        labels = {k: t(f"masks.agree.{k}") for k in AGREEMENT}
+        fig = mask_agreement(keep, expected, tokens, judged, labels,
+                             title=t("masks.grid_title", convention=report.declared, expect=report.expect))
+        st.plotly_chart(fig, width="stretch", key="mc_grid")
+        st.caption(t("masks.grid_caption"))
+
+
+def main() -> None:
+    st.title(t("masks.title"))
+    st.caption(t("masks.intro"))
+    out = current_output()
+    enc = current_encoder() if out is not None else None
+    if out is None or enc is None:
+        return
+
+    mask, file_name, convention, expect = _mask_inputs()
+    text = (state.get("text") or "").strip()
+    text_b = (state.get("text_b") or "").strip()
+    texts, texts_b = [text], ([text_b] if text_b else None)
+    if "padding" in expect:
+        st.session_state.setdefault("mc_batch", DEFAULT_BATCH)
+        extra = st.text_area(t("masks.batch"), key="mc_batch", height=80, help=t("masks.batch_help"))
+        texts += [line.strip() for line in extra.splitlines() if line.strip()]
+        if text_b:
+            st.info(t("masks.pair_ignored"))
+        texts_b = None
+    if mask is None:
+        st.info(t("masks.need_mask"))
+        return
+
+    try:
+        with st.spinner(t("masks.checking")):
+            report = _report(state.get("model"), state.get("device"), state.get("dtype"), tuple(texts),
+                             tuple(texts_b) if texts_b else None, mask, file_name, convention, expect)
+    except AttnVizError as err:
+        st.error(t("masks.bad_mask", reason=str(err)))
+        return
+
+    verdict = report.summary.render(_msg)
+    (st.success if report.ok else st.error)(verdict, icon=":material/check_circle:" if report.ok else ":material/cancel:")
+    for d in report.diagnosis:
+        st.markdown(f":red[:material/bug_report:] **{t('masks.diagnosis')}** {_md(d.render(_msg))}")
+    _evidence(report)
+    for note in report.notes:
+        st.warning(note)
+    _figures(report)
+    with st.expander(t("masks.conventions_title")):
+        st.markdown(t("masks.conventions_body"))
+
+
+main()
