@@ -70,3 +70,12 @@ def test_examples(example):
     assert not at.exception
     if example == "chinese":
         assert any("[UNK]" in w.value for w in at.warning)
+
+
+def test_chinese_survives_reruns():
+    """Translated selectbox labels must not be recomputed in English between runs (AppTest does that)."""
+    at = app(lang="zh")
+    at.sidebar.text_area(key="text").set_value("The cat sat on the mat.").run()
+    at.sidebar.selectbox(key="mask_kind").set_value("causal").run()
+    assert not at.exception
+    assert at.session_state["mask"] == "causal"

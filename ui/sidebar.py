@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 import torch
 
@@ -15,6 +17,15 @@ from .state import EXAMPLES, t
 MODEL_CHOICES = ("minilm", "bert-base-uncased", "bert-base-chinese", "random:minilm", "random:bert-base", "random:tiny")
 CUSTOM = "custom"
 MASK_KINDS = ("bidirectional", "causal", "window", "prefix")
+
+
+def _labels(prefix: str, options) -> Callable[[str], str]:
+    """Return a format_func with the labels of this run's language baked in.
+
+    A lambda calling t() would be re-evaluated later outside the script run (AppTest does), in the default language.
+    """
+    labels = {o: t(f"{prefix}.{o.replace(':', '_').replace('-', '_')}") for o in options}
+    return labels.__getitem__
 
 
 def _apply_example() -> None:
@@ -35,7 +46,7 @@ def _model_picker() -> None:
         t("sidebar.model"),
         options,
         key=choice_key,
-        format_func=lambda o: t(f"sidebar.model_choice.{o.replace(':', '_').replace('-', '_')}"),
+        format_func=_labels("sidebar.model_choice", options),
         help=t("sidebar.model_help"),
     )
     if choice == CUSTOM:
@@ -52,7 +63,7 @@ def _mask_picker() -> None:
     if "mask_kind" not in st.session_state:
         st.session_state["mask_kind"] = kind
     kind = st.selectbox(
-        t("sidebar.mask"), MASK_KINDS, key="mask_kind", format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
+        t("sidebar.mask"), MASK_KINDS, key="mask_kind", format_func=_labels("sidebar.mask_kind", MASK_KINDS),
         help=t("sidebar.mask_help"),
     )
     if kind in ("window", "prefix"):
@@ -95,7 +106,7 @@ def render() -> None:
             index=None,
             key="example",
             placeholder=t("sidebar.examples_placeholder"),
-            format_func=lambda k: t(f"sidebar.example.{k}"),
+            format_func=_labels("sidebar.example", EXAMPLES),
             on_change=_apply_example,
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
