@@ -8,7 +8,7 @@ import torch
 from models import AttnVizError, Encoder, EncoderOutput
 from models.masks import parse_named
 
-from . import cache, state
+from . import cache, presentation, state
 from .i18n import LANGUAGES
 from .state import EXAMPLES, t
 
@@ -26,6 +26,7 @@ def _apply_example() -> None:
 
 
 def _model_picker() -> None:
+    tf = state.t_fixed()  # format_func may run after the script: bind the language now
     current = state.get("model")
     choice_key = "model_choice"
     if choice_key not in st.session_state:
@@ -35,7 +36,7 @@ def _model_picker() -> None:
         t("sidebar.model"),
         options,
         key=choice_key,
-        format_func=lambda o: t(f"sidebar.model_choice.{o.replace(':', '_').replace('-', '_')}"),
+        format_func=lambda o: tf(f"sidebar.model_choice.{o.replace(':', '_').replace('-', '_')}"),
         help=t("sidebar.model_help"),
     )
     if choice == CUSTOM:
@@ -48,11 +49,12 @@ def _model_picker() -> None:
 
 
 def _mask_picker() -> None:
+    tf = state.t_fixed()
     kind, param = parse_named(state.get("mask")) if _valid_mask(state.get("mask")) else ("bidirectional", None)
     if "mask_kind" not in st.session_state:
         st.session_state["mask_kind"] = kind
     kind = st.selectbox(
-        t("sidebar.mask"), MASK_KINDS, key="mask_kind", format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
+        t("sidebar.mask"), MASK_KINDS, key="mask_kind", format_func=lambda k: tf(f"sidebar.mask_kind.{k}"),
         help=t("sidebar.mask_help"),
     )
     if kind in ("window", "prefix"):
@@ -75,10 +77,12 @@ def _valid_mask(spec: str) -> bool:
 
 def render() -> None:
     """Draw the sidebar; its widgets write the selections into st.session_state and the URL."""
+    tf = state.t_fixed()
     with st.sidebar:
         st.radio(
             t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, horizontal=True
         )
+        presentation.sidebar_toggle()
         _model_picker()
         devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         if state.get("device") not in devices:
@@ -95,7 +99,7 @@ def render() -> None:
             index=None,
             key="example",
             placeholder=t("sidebar.examples_placeholder"),
-            format_func=lambda k: t(f"sidebar.example.{k}"),
+            format_func=lambda k: tf(f"sidebar.example.{k}"),
             on_change=_apply_example,
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
