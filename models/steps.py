@@ -36,7 +36,7 @@ CODE = {
     "split": "q = q.view(B, T, attn.n_heads, attn.d_k)",
     "transpose": "q = q.transpose(1, 2)",
     "dot": "dots = torch.matmul(q, k.transpose(-2, -1))",
-    "scale": "scores = dots / math.sqrt(attn.d_k)",
+    "scale": "scores = torch.matmul(q * (1.0 / math.sqrt(attn.d_k)), k.transpose(-2, -1))",
     "mask": "masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)",
     "softmax": "probs = torch.softmax(masked, dim=-1)",
     "weighted_sum": "context = torch.matmul(probs, v)",
@@ -103,7 +103,7 @@ class HeadSteps:
     k: np.ndarray  # [seq, d_k]
     v: np.ndarray  # [seq, d_k]
     dots: np.ndarray  # [k_pos] q·k_j for the chosen query, unscaled
-    scores: np.ndarray  # [k_pos] dots / √d_k
+    scores: np.ndarray  # [k_pos] dots / √d_k (computed as (q / √d_k)·k, as the encoder does)
     probs_unscaled: np.ndarray  # [k_pos] softmax(dots) with the mask, i.e. without the /√d_k
     keep: np.ndarray  # [k_pos] bool, True = the query may attend to the key
     masked: np.ndarray  # [k_pos] scores after masked_fill (finfo.min where hidden)
@@ -179,7 +179,9 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     shapes["transpose"] = tuple(q.shape)
     dots = torch.matmul(q, k.transpose(-2, -1))
     shapes["dot"] = tuple(dots.shape)
-    scores = dots / math.sqrt(attn.d_k)
+    # = dots / √d_k. Scaled on q as the encoder does (seq·d_k multiplications, not seq²): the same rounding, so
+    # the map below is the encoder's to ~1e-7 at any length (dividing the dots differs by ~3e-6 at 300 tokens).
+    scores = torch.matmul(q * (1.0 / math.sqrt(attn.d_k)), k.transpose(-2, -1))
     shapes["scale"] = tuple(scores.shape)
     masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
     shapes["mask"] = tuple(masked.shape)

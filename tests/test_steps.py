@@ -48,6 +48,19 @@ def test_bundled_model_reproduces_the_encoder(minilm):
     _check_against_encoder(minilm, out, [(0, 0, 0), (3, 5, 4), (5, 11, out.seq - 1)])
 
 
+def test_long_input_every_head(minilm):
+    """~300 tokens, every head of the first and last layer: the whole map within 1e-6.
+
+    d_k = 32, so 1/√d_k is not exact in binary: dividing q·k afterwards instead of scaling q first (as the
+    encoder does) would already differ by ~3e-6 here.
+    """
+    out = minilm.encode("The keys to the cabinet that the old man built are on the table. " * 20, internals=True)
+    assert out.seq > 250
+    worst = max(head_steps(minilm, out, layer, head, 7).errors["attention"]
+                for layer in (0, out.n_layers - 1) for head in range(out.n_heads))
+    assert worst <= TOL
+
+
 def test_bert_base_shaped_reproduces_the_encoder_with_d_k_64(bert_base):
     out = bert_base.encode(SENTENCE, internals=True)
     assert out.seq == 16
