@@ -184,3 +184,17 @@ def test_one_vs_many_keeps_the_mask(minilm):
     out = minilm.encode(SENTENCE, mask="causal", internals=True)
     o = one_vs_many(minilm, out, 0)
     assert np.triu(o.single_map, 1).max() == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+@pytest.mark.parametrize("dtype,tol", [("fp32", 1e-5), ("bf16", 5e-2)])
+def test_steps_of_a_gpu_encoder(dtype, tol):
+    """On a GPU the steps are recomputed on the CPU in float32 from a copy of the layer: the page shows the gap."""
+    enc = load_encoder("minilm", device="cuda", dtype=dtype)
+    out = enc.encode(SENTENCE, internals=True)
+    s = head_steps(enc, out, 2, 3, 4)
+    assert s.errors["attention"] <= tol, s.errors
+    assert next(enc.model.parameters()).device.type == "cuda"  # the shared model was not moved
+    o = one_vs_many(enc, out, 2)
+    assert o.params_heads == o.params_single == mha_params(enc.config.d_model)

@@ -30,7 +30,8 @@ html { font-size: 20px; }
 h1 { font-size: 2rem !important; padding-top: 0 !important; }
 h2, h3 { font-size: 1.5rem !important; padding: 0.2rem 0 !important; }
 [data-testid="stCode"] pre, [data-testid="stCode"] code { font-size: 1rem !important; }
-[data-testid="stMetricValue"] { font-size: 2rem !important; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2rem !important; }
+[data-testid="stNumberInput"] input, [data-testid="stTextInput"] input, [data-baseweb="select"] div { font-size: 1.1rem !important; }
 .st-key-present_bar { position: fixed; top: 0.55rem; right: 1rem; z-index: 1000001; width: auto !important; }
 </style>
 """
