@@ -188,3 +188,20 @@ def test_troubleshooting_demonstrations_are_live():
     assert "nan" in shown and "0.0625" in shown  # −inf → NaN, finfo.min → 1/16
     assert at.warning and "Leak" in at.warning[0].value
     assert len(at.expander) == 8  # the tutorial's eight rows
+
+
+@pytest.mark.parametrize("page", ["inside", "trouble"])
+def test_empty_text_and_unknown_model_give_messages(page):
+    at = open_page(page, text=" ")
+    assert not at.exception and not at.error
+    assert at.info and "Type a sentence" in at.info[0].value
+    at = open_page(page, model="no-such-model-xyz")
+    assert not at.exception
+    assert at.error and "no-such-model-xyz" in at.error[0].value
+
+
+def test_stale_or_broken_url_values_are_clamped():
+    at = open_page("inside", layer="40", head="99", query="500", step="abc", present="yes")
+    assert not at.exception and not at.error
+    assert at.session_state["layer"] == 5 and at.session_state["head"] == 11 and at.session_state["query"] == 15
+    assert any("Step 1 of 13" in m.value for m in at.markdown)
