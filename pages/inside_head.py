@@ -161,6 +161,14 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
         st.markdown(t("inside.one_vs_many_facts", **values))
 
 
+def _check(s: HeadSteps) -> tuple[str, bool]:
+    """Return the self-check sentence (largest differences to the encoder) and whether it passes."""
+    err = s.errors
+    text = t("inside.check", attention=lecture.num(err["attention"], 2), context=lecture.num(err.get("context", 0.0), 2),
+             next_layer=lecture.num(err["next_layer"], 2))
+    return text, max(err["attention"], err["next_layer"]) <= TOLERANCE
+
+
 def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:
     """Draw the layer, head and query pickers into `where` (columns on the page, a popover on a slide)."""
     with where:
@@ -199,12 +207,14 @@ def main() -> None:
         layer, head, query = _controls(popover, c, out, slide=True)
         key = SLIDES[step]
         with st.spinner(t("inside.computing")):
+            s = lecture.head_steps(lecture.selection(), layer, head, query, enc, out)
             if key in ("one_vs_many", "params"):
                 o = lecture.one_vs_many(lecture.selection(), layer, enc, out)
                 _one_vs_many(o, out.tokens, font, part="maps" if key == "one_vs_many" else "params")
             else:
-                _step(key, step + 1, lecture.head_steps(lecture.selection(), layer, head, query, enc, out), font, slide=True)
+                _step(key, step + 1, s, font, slide=True)
         presentation.step_controls(titles, "bottom")
+        st.caption(_check(s)[0])
         return
 
     st.caption(t("inside.intro", name=enc.name, layers=c.n_layers, heads=c.n_heads, d_model=c.d_model, d_k=c.d_k,
@@ -212,10 +222,8 @@ def main() -> None:
     layer, head, query = _controls(st.container(), c, out)
     with st.spinner(t("inside.computing")):
         s = lecture.head_steps(lecture.selection(), layer, head, query, enc, out)
-    err = s.errors
-    check = t("inside.check", attention=lecture.num(err["attention"], 2), context=lecture.num(err.get("context", 0.0), 2),
-              next_layer=lecture.num(err["next_layer"], 2))
-    (st.success if max(err["attention"], err["next_layer"]) <= TOLERANCE else st.warning)(check)
+    check, ok = _check(s)
+    (st.success if ok else st.warning)(check)
     for n, key in enumerate(STEP_KEYS, start=1):
         with st.container(border=True):
             _step(key, n, s, font, slide=False)
