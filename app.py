@@ -5,7 +5,7 @@ This file wires the shared sidebar and the pages together; it computes nothing i
 
 import streamlit as st
 
-from ui import sidebar, state
+from ui import presentation, sidebar, state
 from ui.state import t
 
 st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
@@ -14,7 +14,12 @@ state.init()
 PAGES = [
     st.Page("pages/explore.py", title=t("nav.explore"), icon="🔍", url_path="explore", default=True),
     st.Page("pages/masks.py", title=t("nav.masks"), icon=":material/visibility_off:", url_path="masks"),
+    st.Page("pages/inside_head.py", title=t("nav.inside_head"), icon=":material/calculate:", url_path="inside_head"),
+    st.Page("pages/memory.py", title=t("nav.memory"), icon=":material/memory:", url_path="memory"),
+    st.Page("pages/troubleshooting.py", title=t("nav.troubleshooting"), icon=":material/build:", url_path="troubleshooting"),
 ]
-page = st.navigation(PAGES)
+# Presentation mode moves the page list from the (hidden) sidebar to the top bar.
+page = st.navigation(PAGES, position="top" if presentation.active() else "sidebar")
 sidebar.render()
+presentation.apply()
 page.run()

@@ -10,7 +10,7 @@ import torch
 from models import AttnVizError, Encoder, EncoderOutput
 from models.masks import parse_named
 
-from . import cache, state
+from . import cache, presentation, state
 from .i18n import LANGUAGES
 from .state import EXAMPLES, t
 
@@ -90,6 +90,7 @@ def render() -> None:
         st.radio(
             t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, horizontal=True
         )
+        presentation.sidebar_toggle()
         _model_picker()
         devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         if state.get("device") not in devices:

@@ -6,6 +6,7 @@ URL, then from DEFAULTS.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -30,11 +31,16 @@ DEFAULTS: dict[str, Any] = {
     "lang": DEFAULT_LANGUAGE,
     "layer": 0,
     "head": 0,
+    "query": 0,  # query position in "Inside a head"
+    "step": 0,  # the step shown in presentation mode
+    "present": False,  # presentation mode: sidebar hidden, large fonts, one step per screen
 }
 URL_KEYS = tuple(DEFAULTS)  # every selection is shareable
 
 
 def _parse(raw: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
     if isinstance(default, int):
         try:
             return max(0, int(raw))
@@ -77,3 +83,33 @@ def t(key: str, **values: Any) -> str:
     from .i18n import translate
 
     return translate(st.session_state.get("lang", DEFAULT_LANGUAGE), key, **values)
+
+
+def t_fixed() -> Callable[..., str]:
+    """Return `t` bound to the current language, for widgets' format_func.
+
+    Streamlit (and AppTest) may call a format_func after the script run, where the session's language cannot
+    be read any more; a plain `t` would then answer in English.
+    """
+    from .i18n import translate
+
+    lang = st.session_state.get("lang", DEFAULT_LANGUAGE)
+    return lambda key, **values: translate(lang, key, **values)
+
+
+def ensure_app_shell() -> None:
+    """Rerun through app.py when Streamlit ran this page without it (call first thing in every page).
+
+    Streamlit (1.65) has a `pages/` folder mode: while `PagesManager.uses_pages_directory` is set, a page's URL runs
+    pages/<name>.py on its own — no app.py, so no sidebar, no state, no presentation mode. The flag is set when the
+    server starts (the first session opened on /inside_head?present=1, a lecturer's bookmark, gets this) and by
+    AppTest before every run; app.py's st.navigation clears it. Clearing it here and rerunning lands on the same
+    page, through app.py.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a Streamlit without the pages/ folder mode
+        return
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()

@@ -1,0 +1,236 @@
+"""Inside a head: one head of the real model, step by step, every tensor with its shape and the code that makes it."""
+
+import math
+
+import numpy as np
+import streamlit as st
+
+from models.steps import STEP_KEYS, HeadSteps, OneVsMany
+from ui import lecture, presentation
+from ui.sidebar import current_encoder, current_output
+from ui.state import ensure_app_shell, t
+from viz.lecture import attention_map, compare_bars, heads_grid, matrix_heatmap, token_bars, vector_strip
+
+SLIDES = (*STEP_KEYS, "one_vs_many", "params")  # a slide each; the last two are "One head vs many"
+TOLERANCE = 1e-5  # the encoder's own parity bar against transformers
+
+
+def _values(s: HeadSteps) -> dict:
+    """Return every number an explanation may quote (str.format ignores the ones a string does not use)."""
+    tok = s.tokens
+    top = int(np.argmax(s.probs))
+    top_dot = int(np.argmax(np.where(s.keep, s.dots, -np.inf)))
+    ent = lambda p: float(-(p[p > 0] * np.log(p[p > 0])).sum())  # noqa: E731
+    return dict(
+        layer=s.layer, head=s.head, i=s.query, token=tok[s.query], seq=len(tok), heads=s.n_heads,
+        d_k=s.d_k, d_model=s.d_model, sqrt_dk=f"{math.sqrt(s.d_k):.2f}",
+        top_token=tok[top], top_weight=f"{s.probs[top]:.3f}", top_dot_token=tok[top_dot], top_dot=f"{s.dots[top_dot]:.2f}",
+        max_scaled=f"{s.probs.max():.3f}", max_unscaled=f"{s.probs_unscaled.max():.3f}",
+        ent_scaled=f"{ent(s.probs):.2f}", ent_unscaled=f"{ent(s.probs_unscaled):.2f}",
+        n_hidden=int((~s.keep).sum()), context_norm=f"{np.linalg.norm(s.context):.2f}",
+        next_err=lecture.num(s.errors.get("next_layer", float("nan")), 2),
+    )
+
+
+def _axis_titles() -> tuple[str, str, str]:
+    return t("inside.fig.key"), t("inside.fig.query"), t("inside.fig.weight")
+
+
+def _labels(s: HeadSteps) -> list[str]:
+    return [f"{i}: {tok}" for i, tok in enumerate(s.tokens)]
+
+
+def _figures(key: str, s: HeadSteps, font: int) -> list:
+    """Return the figure(s) of one step; vector strips are short, the rest share a slide's height."""
+    tok, i, hd = s.tokens, s.query, s.head
+    sl = (s.head_slice.start, s.head_slice.stop)
+    if key == "input":
+        return [matrix_heatmap(s.x, tok, t("inside.fig.x", i=i, token=tok[i]), highlight_row=i, x_title="d_model", font_size=font)]
+    if key == "project":
+        return [vector_strip(s.q_row, t("inside.fig.q_row", token=tok[i], head=hd), highlight=sl, groups=s.n_heads, font_size=font)]
+    if key == "split":
+        rows = [t("inside.fig.head_n", head=h) for h in range(s.n_heads)]
+        return [matrix_heatmap(s.q_row.reshape(s.n_heads, s.d_k), rows, t("inside.fig.split", token=tok[i]),
+                               highlight_row=hd, x_title="d_k", font_size=font)]
+    if key == "transpose":
+        return [  # side by side: the row labels on Q, the colour bar on V
+            matrix_heatmap(m, tok, t(f"inside.fig.{name}", head=hd), highlight_row=i if name == "q" else None,
+                           x_title="d_k", font_size=font, show_rows=name == "q", show_scale=name == "v")
+            for name, m in (("q", s.q), ("k", s.k), ("v", s.v))
+        ]
+    if key == "dot":
+        return [token_bars(s.dots, tok, t("inside.fig.dots", token=tok[i]), highlight=i, font_size=font, value_format=".2f")]
+    if key == "scale":
+        series = {t("inside.fig.with_scale"): s.probs, t("inside.fig.without_scale"): s.probs_unscaled}
+        return [compare_bars(series, _labels(s), t("inside.fig.scale", token=tok[i]), y_title=t("inside.fig.weight"),
+                             font_size=font, y_range=(0, 1.05))]
+    if key == "mask":
+        return [token_bars(s.scores, tok, t("inside.fig.masked", token=tok[i]), hidden=~s.keep, hidden_label="−∞",
+                           font_size=font, value_format=".2f")]
+    if key == "softmax":
+        heat = attention_map(s.head_map, tok, t("inside.fig.map", layer=s.layer, head=hd), _axis_titles(),
+                             t("inside.fig.map_hover"), highlight_row=i, keep=s.keep_map, font_size=font)
+        return [token_bars(s.probs, tok, t("inside.fig.probs", token=tok[i]), hidden=~s.keep, hidden_label="0",
+                           font_size=font), heat]
+    if key == "weighted_sum":
+        return [
+            matrix_heatmap(s.weighted, tok, t("inside.fig.weighted", head=hd), x_title="d_k", font_size=font),
+            vector_strip(s.context, t("inside.fig.context", token=tok[i], d_k=s.d_k), font_size=font),
+        ]
+    if key == "concat":
+        return [vector_strip(s.merged, t("inside.fig.merged", token=tok[i], head=hd), highlight=sl, groups=s.n_heads,
+                             font_size=font)]
+    if key == "w_o":
+        return [
+            vector_strip(s.output, t("inside.fig.output", token=tok[i]), font_size=font),
+            vector_strip(s.head_share, t("inside.fig.head_share", head=hd), font_size=font),
+        ]
+    raise KeyError(key)
+
+
+SLIDE_HEIGHT = 470  # px of figures on a slide by default: fits under the step bar at 1280×720
+SIDE_BY_SIDE = ("transpose", "softmax")  # steps whose figures sit in a row (on a slide; transpose on the page too)
+
+
+def _slide_heights(key: str, figs: list, height: int) -> None:
+    """Fit a step's figures into `height` px: a row gets it all; stacked, the strips keep theirs, charts share."""
+    if key in SIDE_BY_SIDE:
+        for fig in figs:
+            fig.update_layout(height=height)
+        return
+    strips = [f for f in figs if f.data[0].type == "heatmap" and len(f.data[0].y) == 1]
+    charts = [f for f in figs if f not in strips]
+    left = height - sum(f.layout.height for f in strips)
+    for fig in charts:
+        fig.update_layout(height=max(260, left // len(charts)))
+
+
+def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
+    """Draw one step: explanation, shape, the code here and in models/bert.py, the figures."""
+    st_ = s.step(key)
+    values = _values(s)
+    explain_key = f"inside.step.{key}.explain"
+    if key == "mask":
+        explain_key = "inside.step.mask.explain_some" if values["n_hidden"] else "inside.step.mask.explain_none"
+    if not slide:
+        st.subheader(f"{n}. {t(f'inside.step.{key}.title')}")
+    text_col, fig_col = st.columns([2, 3]) if slide else (st.container(), st.container())
+    with text_col:
+        st.markdown(t(explain_key, **values))
+        st.markdown(t("inside.shape", shape=lecture.shape(st_.shape), axes=", ".join(st_.axes)))
+        st.code(st_.code, language="python", wrap_lines=True)
+        st.caption(t("inside.source"))
+        st.code(st_.source, language="python", wrap_lines=True)
+    figs = _figures(key, s, font)
+    row = key == "transpose" or (slide and key in SIDE_BY_SIDE)
+    if slide:
+        _slide_heights(key, figs, int(st.session_state.get("slide_height", SLIDE_HEIGHT)))
+    with fig_col:
+        places = st.columns(len(figs)) if row else [st.container() for _ in figs]
+        for j, (place, fig) in enumerate(zip(places, figs, strict=True)):
+            place.plotly_chart(fig, width="stretch", key=f"fig_{key}_{j}")
+
+
+def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both") -> None:
+    """Draw one head vs many: part "maps" (a slide), "params" (a slide) or "both" (the page)."""
+    values = dict(
+        layer=o.layer, heads=o.n_heads, d_k=o.d_k, d_model=o.d_model, per_head=f"{o.params_per_head:,}",
+        qkv=f"{o.params_heads - o.params_w_o:,}", w_o=f"{o.params_w_o:,}", total=f"{o.params_heads:,}",
+        total_single=f"{o.params_single:,}", formula=f"{4 * o.d_model**2 + 4 * o.d_model:,}",
+        ent_heads=f"{float(np.mean(o.heads_entropy)):.2f}", ent_single=f"{o.single_entropy:.2f}",
+        change=f"{100 * o.output_change:.0f}",
+    )
+    slide = part != "both"
+    if not slide:
+        st.subheader(t("inside.step.one_vs_many.title"))
+    if part in ("maps", "both"):
+        titles = [t("inside.fig.head_n", head=h) for h in range(o.n_heads)]
+        grid = heads_grid(o.maps, titles, t("inside.fig.heads", heads=o.n_heads, d_k=o.d_k), font_size=font)
+        single = attention_map(o.single_map, tokens, t("inside.fig.single", d_model=o.d_model), _axis_titles(),
+                               t("inside.fig.map_hover"), font_size=font)
+        if slide:
+            height = int(st.session_state.get("slide_height", SLIDE_HEIGHT))
+            grid.update_layout(height=height)
+            single.update_layout(height=height)
+        st.markdown(t("inside.step.one_vs_many.explain", **values))
+        left, right = st.columns([3, 2])
+        left.plotly_chart(grid, width="stretch", key="fig_heads_grid")
+        right.plotly_chart(single, width="stretch", key="fig_single_head")
+    if part in ("params", "both"):
+        st.markdown(t("inside.params_table", **values))
+        st.markdown(t("inside.one_vs_many_facts", **values))
+
+
+def _check(s: HeadSteps) -> tuple[str, bool]:
+    """Return the self-check sentence (largest differences to the encoder) and whether it passes."""
+    err = s.errors
+    text = t("inside.check", attention=lecture.num(err["attention"], 2), context=lecture.num(err.get("context", 0.0), 2),
+             next_layer=lecture.num(err["next_layer"], 2))
+    return text, max(err["attention"], err["next_layer"]) <= TOLERANCE
+
+
+def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:
+    """Draw the layer, head and query pickers into `where` (columns on the page, a popover on a slide)."""
+    with where:
+        lc, hc, qc = (st.container(),) * 3 if slide else st.columns([2, 2, 3])
+        layer = lc.slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
+        head = hc.slider(t("common.head"), 0, c.n_heads - 1, key="head")
+        query = qc.selectbox(t("inside.query"), list(range(out.seq)), key="query",
+                             format_func=lambda j: f"{j}: {out.tokens[j]}", help=t("inside.query_help"))
+        if slide:
+            st.session_state.setdefault("slide_height", SLIDE_HEIGHT)
+            st.slider(t("present.figure_height"), 300, 1000, step=10, key="slide_height",
+                      help=t("present.figure_height_help"))
+    return layer, head, query
+
+
+def main() -> None:
+    ensure_app_shell()
+    slide_mode = presentation.active()
+    if not slide_mode:
+        st.title(t("inside.title"))
+    out = current_output(internals=True)
+    enc = current_encoder() if out is not None else None
+    if out is None or enc is None:
+        return
+    c = enc.config
+    st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), c.n_layers - 1)
+    st.session_state["head"] = min(int(st.session_state.get("head", 0)), c.n_heads - 1)
+    st.session_state["query"] = min(int(st.session_state.get("query", 0)), out.seq - 1)
+    font = presentation.figure_font()
+
+    if slide_mode:
+        titles = [t(f"inside.step.{k}.title") for k in SLIDES]
+        label = t("inside.settings", layer=st.session_state["layer"], head=st.session_state["head"],
+                  token=out.tokens[st.session_state["query"]])
+        step, popover = presentation.step_controls(titles, "top", label)
+        layer, head, query = _controls(popover, c, out, slide=True)
+        key = SLIDES[step]
+        with st.spinner(t("inside.computing")):
+            s = lecture.head_steps(lecture.selection(), layer, head, query, enc, out)
+            if key in ("one_vs_many", "params"):
+                o = lecture.one_vs_many(lecture.selection(), layer, enc, out)
+                _one_vs_many(o, out.tokens, font, part="maps" if key == "one_vs_many" else "params")
+            else:
+                _step(key, step + 1, s, font, slide=True)
+        presentation.step_controls(titles, "bottom")
+        st.caption(_check(s)[0])
+        return
+
+    st.caption(t("inside.intro", name=enc.name, layers=c.n_layers, heads=c.n_heads, d_model=c.d_model, d_k=c.d_k,
+                 tokens=out.seq))
+    layer, head, query = _controls(st.container(), c, out)
+    with st.spinner(t("inside.computing")):
+        s = lecture.head_steps(lecture.selection(), layer, head, query, enc, out)
+    check, ok = _check(s)
+    (st.success if ok else st.warning)(check)
+    for n, key in enumerate(STEP_KEYS, start=1):
+        with st.container(border=True):
+            _step(key, n, s, font, slide=False)
+    with st.container(border=True):
+        with st.spinner(t("inside.computing")):
+            o = lecture.one_vs_many(lecture.selection(), layer, enc, out)
+        _one_vs_many(o, out.tokens, font)
+
+
+main()
