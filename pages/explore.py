@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import numpy as np
@@ -21,41 +20,18 @@ from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.aggregate import token_bars
 from viz.export import IMAGE_FORMATS, figure_config, json_text, npz_bytes, standalone_html
-from viz.heatmap import head_heatmap
+from viz.heatmap import add_segment_lines, head_heatmap
 from viz.layer import layer_figure
 from viz.lines import lines_figure
 from viz.overlays import add_mask_overlay
 from viz.overview import Mosaic, overview_figure, render_mosaic
+from viz.select import PARTS, Part, narrow, part_of, renormalise
 
 VIEWS = ("overview", "layer", "head", "aggregate")
-PARTS = ("all", "aa", "ab", "ba", "bb")  # sentence-pair filters: queries of the first letter → keys of the second
 PAGE_URL = {"view": "overview", "part": "all"}  # this page's own shareable selections (the sidebar's are in ui.state)
-SPECIALS = ("[CLS]", "[SEP]")
 WINDOW = 64  # head view: longer inputs open on a window of this many tokens
 LINES_MAX = 80  # the line view draws at most this many tokens per side
 JSON_MAX_VALUES = 4_000_000  # above this, the JSON download holds the selected layer only (NPZ always has all)
-
-
-@dataclass(frozen=True)
-class Part:
-    """Rows (queries) and columns (keys) kept by the sentence-pair filter: positions in the full input."""
-
-    rows: np.ndarray
-    cols: np.ndarray
-
-    def cut(self, maps: np.ndarray) -> np.ndarray:
-        """Return (…, rows, cols) of (…, q_pos, k_pos) maps."""
-        return maps[..., self.rows[:, None], self.cols[None, :]]
-
-
-def part_of(segments: list[int], part: str) -> Part:
-    """Return the rows and columns of a pair filter ('aa', 'ab', 'ba', 'bb'; 'all' keeps everything)."""
-    seg = np.asarray(segments)
-    everything = np.arange(len(seg))
-    if part == "all" or not (seg == 1).any():
-        return Part(everything, everything)
-    side = {"a": np.flatnonzero(seg == 0), "b": np.flatnonzero(seg == 1)}
-    return Part(side[part[0]], side[part[1]])
 
 
 # ---- URL and state ---------------------------------------------------------------------------------
@@ -96,7 +72,7 @@ def _share_url() -> str:
     query = urlencode(params)
     if parts is None:
         return f"?{query}" if query else "?"
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query, ""))
 
 
 def _state_key() -> tuple:
@@ -209,26 +185,23 @@ def _open_from_lines() -> None:
 def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
     hide, renorm, log, (lo, hi) = _head_options(out)
     tokens = out.tokens
-    rows, cols = part.rows, part.cols
-    if hide:
-        rows = np.array([i for i in rows if tokens[i] not in SPECIALS], dtype=int)
-        cols = np.array([j for j in cols if tokens[j] not in SPECIALS], dtype=int)
-    rows = rows[(rows >= lo) & (rows < hi)]
-    cols = cols[(cols >= lo) & (cols < hi)]
-    if not len(rows) or not len(cols):
+    shown = narrow(part, tokens, hide_special=hide, window=(lo, hi))
+    if shown.empty:
         st.info(t("explore.nothing_in_window"))
         return []
-    weights = attn[layer, head][np.ix_(rows, cols)]
+    rows, cols = shown.rows, shown.cols
+    weights = shown.cut(attn[layer, head])
     if renorm:
-        sums = weights.sum(axis=1, keepdims=True)
-        weights = np.divide(weights, sums, out=np.zeros_like(weights), where=sums > 0)
+        weights = renormalise(weights)
     q_tok = [tokens[i] for i in rows]
     k_tok = [tokens[j] for j in cols]
     title = t("explore.head_title", layer=layer, head=head)
     fig = head_heatmap(weights, q_tok, title=title, key_tokens=k_tok, q_pos=rows, k_pos=cols, log=log, words=_words())
-    sub_keep = keep[np.ix_(rows, cols)]
+    sub_keep = shown.cut(keep)
     if not sub_keep.all():
         add_mask_overlay(fig, sub_keep, weights)
+    segments = np.asarray(out.segments)
+    add_segment_lines(fig, segments[rows], segments[cols])  # where sentence B starts, on each axis
     figures = [(title, fig)]
 
     left, right = st.columns([3, 2], gap="medium")

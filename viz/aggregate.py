@@ -33,8 +33,8 @@ def token_bars(
     )
     fig.update_layout(
         title=dict(text=title, y=0.97, yanchor="top") if title else None,
-        xaxis=dict(tickmode="array", tickvals=ticks, ticktext=[toks[i] for i in ticks], tickangle=-60),
-        yaxis=dict(title=value_label, rangemode="tozero"),
+        xaxis=dict(tickmode="array", tickvals=ticks, ticktext=[toks[i] for i in ticks], tickangle=-60, automargin=True),
+        yaxis=dict(title=value_label, rangemode="tozero", automargin=True),
         height=320,
         margin=dict(l=10, r=10, t=50 if title else 10, b=10),
         plot_bgcolor="white",

@@ -95,7 +95,8 @@ def standalone_html(
         parts.append(f'<table class="facts">{rows}</table>')
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in notes]
     for i, (heading, fig) in enumerate(figures):
-        if heading:
+        own_title = fig.layout.title.text if fig.layout.title and fig.layout.title.text else ""
+        if heading and heading != own_title:  # the figure's own title already names it
             parts.append(f"<h2>{html.escape(heading)}</h2>")
         parts.append(
             fig.to_html(full_html=False, include_plotlyjs=(i == 0), config=dict(config or figure_config()),

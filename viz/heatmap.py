@@ -99,11 +99,22 @@ def head_heatmap(
     fig.update_layout(
         title=dict(text=title, y=0.99, yanchor="top") if title else None,
         xaxis=dict(tickmode="array", tickvals=xt, ticktext=[k_tok[i] for i in xt], side="top", tickangle=-60,
-                   title=wd["key"], showgrid=False, zeroline=False, tickfont=dict(size=tick_size)),
+                   title=wd["key"], showgrid=False, zeroline=False, tickfont=dict(size=tick_size), automargin=True),
         yaxis=dict(tickmode="array", tickvals=yt, ticktext=[q_tok[i] for i in yt], autorange="reversed",
-                   title=wd["query"], showgrid=False, zeroline=False, tickfont=dict(size=tick_size)),
+                   title=wd["query"], showgrid=False, zeroline=False, tickfont=dict(size=tick_size), automargin=True),
         height=height or min(900, 240 + 18 * n),
         margin=dict(l=10, r=10, t=150 if title else 110, b=10),
         plot_bgcolor="white",
     )
+    return fig
+
+
+def add_segment_lines(fig: go.Figure, q_segments: Sequence[int], k_segments: Sequence[int], color: str = "#e4572e") -> go.Figure:
+    """Draw a dashed line between sentence A and B on each axis of a heatmap whose cells sit at 0…n−1."""
+    for i in range(1, len(k_segments)):
+        if k_segments[i] != k_segments[i - 1]:
+            fig.add_vline(x=i - 0.5, line=dict(color=color, width=2, dash="dash"))
+    for i in range(1, len(q_segments)):
+        if q_segments[i] != q_segments[i - 1]:
+            fig.add_hline(y=i - 0.5, line=dict(color=color, width=2, dash="dash"))
     return fig
