@@ -50,9 +50,9 @@ def _init_page_state() -> None:
             st.session_state[key] = st.session_state[key]
 
 
-def _sync_page_url() -> None:
+def _sync_page_url(is_pair: bool) -> None:
     for key, default in PAGE_URL.items():
-        value = st.session_state.get(key, default)
+        value = st.session_state.get(key, default) if key != "part" or is_pair else default
         if value != default:
             if st.query_params.get(key) != value:
                 st.query_params[key] = value
@@ -202,6 +202,10 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
         add_mask_overlay(fig, sub_keep, weights)
     segments = np.asarray(out.segments)
     add_segment_lines(fig, segments[rows], segments[cols])  # where sentence B starts, on each axis
+    focus = st.session_state.get("lines_focus", -1)  # set by the line view below (or its click callback)
+    if isinstance(focus, int) and 0 <= focus < len(rows):
+        fig.add_shape(type="rect", x0=-0.5, x1=len(cols) - 0.5, y0=focus - 0.5, y1=focus + 0.5,
+                      line=dict(color="#e4572e", width=2))
     figures = [(title, fig)]
 
     left, right = st.columns([3, 2], gap="medium")
@@ -349,7 +353,7 @@ def main() -> None:
         cols[3].selectbox(t("explore.part"), PARTS, key="part", format_func=lambda p: t(f"explore.part_{p}"),
                           help=t("explore.part_help"))
     part = part_of(out.segments, st.session_state.get("part", "all") if is_pair else "all")
-    _sync_page_url()
+    _sync_page_url(is_pair)
 
     attn = out.attentions.numpy()  # (layers, heads, q_pos, k_pos) float32
     keep = out.keep.numpy()

@@ -72,8 +72,13 @@ def test_typed_sentence_overview_then_a_clicked_head(app_url, chromium):
     page.wait_for_function("() => document.body.innerText.includes('Layer 2 · head 3')", timeout=LOAD_MS)
     query = parse_qs(urlsplit(page.url).query)
     assert query.get("layer") == ["2"] and query.get("head") == ["3"] and query.get("view") == ["head"], page.url
-    # The line view is drawn too: its query tokens are text in the SVG.
-    assert page.locator(".js-plotly-plot .textpoint text", has_text="fox").count() >= 2
+    # The line view is drawn too: its query tokens are text in the SVG (left column first). Clicking the query
+    # "fox" (its marker sits just right of the text) keeps only that token's lines.
+    fox = page.locator(".js-plotly-plot .textpoint text", has_text="fox")
+    assert fox.count() >= 2
+    t = fox.first.bounding_box()
+    page.mouse.click(t["x"] + t["width"] + 6, t["y"] + t["height"] / 2)
+    page.wait_for_function("() => document.body.innerText.includes('fox · 4')", timeout=LOAD_MS)
     page.wait_for_timeout(500)
     full_screenshot(page, ARTIFACTS / "explore.png")
     assert not [e for e in errors if "favicon" not in e], errors
@@ -107,7 +112,7 @@ def test_exported_html_opens_offline(app_url, chromium, tmp_path):
     dl.value.save_as(path)
     page.close()
     html = path.read_text(encoding="utf-8")
-    assert "Layer 1 · head 1" in html and "<script src=" not in html
+    assert "<script src=" not in html and "plotly.js v" in html  # plotly.js is inside the file
 
     # Open the file with every network request refused: it must draw from what it carries.
     context = chromium.new_context(offline=True)
@@ -117,6 +122,7 @@ def test_exported_html_opens_offline(app_url, chromium, tmp_path):
     offline.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2",
                               timeout=LOAD_MS)
     assert offline.locator(".js-plotly-plot .xtick text", has_text="animal").count() >= 1
+    assert "Layer 1 · head 1" in offline.locator("body").inner_text()
     full_screenshot(offline, ARTIFACTS / "explore-export.png")
     assert not errors, errors
     assert not remote, remote

@@ -117,6 +117,8 @@ def test_sentence_pair_filters():
     at.selectbox(key="part").set_value("bb").run()
     assert not at.exception
     assert at.query_params.get("part") in ("bb", ["bb"])
+    at.sidebar.text_area(key="text_b").set_value("").run()  # no longer a pair: the filter leaves the link
+    assert not at.exception and "part" not in at.query_params
 
 
 def test_512_token_text_is_truncated_with_a_notice_and_stays_light():
