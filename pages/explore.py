@@ -84,8 +84,8 @@ def _state_key() -> tuple:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _mosaic(_attn: np.ndarray, _keep: np.ndarray | None, key: tuple, part: str, shared: bool) -> Mosaic:
-    return render_mosaic(_attn, _keep, shared_scale=shared)
+def _mosaic(_attn: np.ndarray, _keep: np.ndarray | None, key: tuple, part: str, scale: str) -> Mosaic:
+    return render_mosaic(_attn, _keep, scale=scale)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -120,11 +120,11 @@ def _open_from_overview() -> None:
 
 
 def _overview(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
-    shared = bool(st.session_state.get("overview_shared", False))  # the toggle sits under the figure
+    scale = "map" if st.session_state.get("overview_per_map", False) else "sqrt"  # the toggle sits under the figure
     with st.spinner(t("explore.drawing")):
         started = time.perf_counter()
         mosaic = _mosaic(part.cut(attn), part.cut(keep) if not keep.all() else None, _state_key(),
-                         st.session_state.get("part", "all"), shared)
+                         st.session_state.get("part", "all"), scale)
         fig = overview_figure(
             mosaic, selected=(layer, head), title=t("explore.overview_title"),
             hover=t("explore.overview_hover", layer="%{customdata[0]}", head="%{customdata[1]}") + "<extra></extra>",
@@ -134,8 +134,9 @@ def _overview(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part
     note = t("explore.overview_note", kb=len(mosaic.data_uri) / 1024, bpv=mosaic.bytes_per_value, ms=ms)
     if mosaic.factor > 1:
         note += " " + t("explore.overview_pooled", f=mosaic.factor)
+    note += " " + (t("explore.overview_scale_map") if scale == "map" else t("explore.overview_scale_sqrt"))
     st.caption(note)
-    st.toggle(t("explore.shared_scale"), key="overview_shared", help=t("explore.shared_scale_help"))
+    st.toggle(t("explore.per_map_scale"), key="overview_per_map", help=t("explore.per_map_scale_help"))
     return [(t("explore.overview_title"), fig)]
 
 

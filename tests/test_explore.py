@@ -198,3 +198,16 @@ def test_image_format_reaches_every_figure():
     for el in at.get("plotly_chart"):
         config = json.loads(el.proto.config) if el.proto.config else {}
         assert config.get("toImageButtonOptions", {}).get("format") == "svg", config
+
+
+def test_bert_base_folder_at_512_tokens(bert_base_dir):
+    """BERT-base shape (12 × 12 heads) from a folder, at the model's limit: the overview stays one light image."""
+    at = app(model=str(bert_base_dir), text=LONG)
+    assert not at.exception and not at.error
+    el = at.get("plotly_chart")[0]
+    spec = json.loads(el.proto.spec)
+    assert len(spec["data"][1]["x"]) == 144
+    assert len(el.proto.spec) < 0.2 * 144 * 512 * 512  # ≪ one byte per value: pooled 4 × 4, palette PNG
+    for view in ("layer", "head", "aggregate"):
+        at.segmented_control(key="view").set_value(view).run()
+        assert not at.exception

@@ -97,14 +97,17 @@ def test_mosaic_layout_and_size():
 def test_each_tile_is_its_own_map():
     attn = np.zeros((2, 3, 8, 8), dtype=np.float32)
     attn[1, 2, 5, 3] = 0.9  # a single spike in layer 1, head 2
-    attn[0, 0] = 0.125  # a uniform head: scaled to its own maximum, so every cell is the top colour
-    m = render_mosaic(attn, min_tile=1, gap=1)
+    attn[0, 0] = 0.125  # a uniform head: per map, every cell is the top colour; on the shared √ scale, pale
+    m = render_mosaic(attn, min_tile=1, gap=1, scale="map")
     idx = png_indices(m.png)
     tile = idx[1 * 9 : 1 * 9 + 8, 2 * 9 : 2 * 9 + 8]
     assert tile[5, 3] == LEVELS - 1 and (np.delete(tile.ravel(), 5 * 8 + 3) == 0).all()
     assert (idx[:8, :8] == LEVELS - 1).all()
-    shared = png_indices(render_mosaic(attn, min_tile=1, gap=1, shared_scale=True).png)
-    assert shared[0, 0] == round(0.125 * (LEVELS - 1))
+    shared = png_indices(render_mosaic(attn, min_tile=1, gap=1).png)  # default: √weight, 0–1 for every tile
+    assert shared[0, 0] == round(math.sqrt(0.125) * (LEVELS - 1))
+    assert shared[9 + 5, 18 + 3] == round(math.sqrt(0.9) * (LEVELS - 1))
+    with pytest.raises(ValueError, match="unknown scale"):
+        render_mosaic(attn, scale="log")
 
 
 def test_long_inputs_are_max_pooled_to_the_tile_size():

@@ -19,12 +19,15 @@ from plotly.colors import get_colorscale, sample_colorscale
 
 from .heatmap import COLORSCALE
 
-LEVELS = 254  # colour levels for weights; two more palette entries: hidden cells, gaps between tiles
+# Colour levels for weights (two more palette entries: hidden cells, gaps between tiles). 64 steps of √weight
+# look continuous on a thumbnail and compress to ~0.45 bytes per value at 128 tokens, against ~0.8 with 254.
+LEVELS = 64
 MASKED_INDEX = LEVELS
 GAP_INDEX = LEVELS + 1
 MASKED_RGB = (150, 150, 150)
 GAP_RGB = (200, 200, 200)  # light grey grid lines between tiles
 SELECTED = "#e4572e"
+SCALES = ("sqrt", "map")  # colour ∝ √weight shared by all tiles, or each tile linear to its own maximum
 
 
 def colour_table(colorscale: str = COLORSCALE, levels: int = LEVELS) -> np.ndarray:
@@ -102,15 +105,18 @@ def render_mosaic(
     max_tile: int = 128,
     min_tile: int = 48,
     gap: int = 2,
-    shared_scale: bool = False,
+    scale: str = "sqrt",
     colorscale: str = COLORSCALE,
 ) -> Mosaic:
     """Return the mosaic PNG of (layers, heads, q_pos, k_pos) maps, one tile per head, rows = layers.
 
-    Each tile is scaled to its own maximum (or 0–1 when shared_scale), so faint heads still show their pattern.
-    Maps longer than max_tile tokens are max-pooled; maps shorter than min_tile pixels are enlarged by whole
-    pixels. Cells that keep (q_pos, k_pos) hides are drawn grey.
+    scale 'sqrt' (default): colour ∝ √weight on 0–1, the same for every tile, so heads compare and a near-uniform
+    head looks pale rather than saturated, while weak structure stays visible. scale 'map': each tile linear from
+    0 to its own maximum. Maps longer than max_tile tokens are max-pooled; maps shorter than min_tile pixels are
+    enlarged by whole pixels. Cells that keep (q_pos, k_pos) hides are drawn grey.
     """
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
     attn = np.asarray(attentions, dtype=np.float32)
     if attn.ndim != 4:
         raise ValueError(f"expected (layers, heads, q_pos, k_pos), got shape {attn.shape}")
@@ -120,12 +126,12 @@ def render_mosaic(
     factor = downsample_factor(q, k, max_tile)
     pooled = pool_max(attn, factor)  # (L, H, qb, kb)
     qb, kb = pooled.shape[-2:]
-    if shared_scale:
-        top = np.float32(1.0)
+    if scale == "sqrt":
+        level = np.sqrt(np.clip(pooled, 0.0, 1.0))
     else:
         top = pooled.max(axis=(-2, -1), keepdims=True)
-        top = np.where(top > 0, top, 1.0).astype(np.float32)
-    index = np.rint(np.clip(pooled / top, 0.0, 1.0) * (LEVELS - 1)).astype(np.uint8)
+        level = np.clip(pooled / np.where(top > 0, top, 1.0), 0.0, 1.0)
+    index = np.rint(level * (LEVELS - 1)).astype(np.uint8)
     if keep is not None:
         keep = np.asarray(keep, dtype=bool)
         if keep.shape != (q, k):
@@ -142,7 +148,7 @@ def render_mosaic(
     canvas = tiles.transpose(0, 2, 1, 3).reshape(L * (th + gap), H * (tw + gap))[: L * (th + gap) - gap, : H * (tw + gap) - gap]
 
     palette = np.zeros((256, 3), dtype=np.uint8)
-    palette[:LEVELS] = colour_table(colorscale)
+    palette[:LEVELS] = colour_table(colorscale, LEVELS)
     palette[MASKED_INDEX] = MASKED_RGB
     palette[GAP_INDEX] = GAP_RGB
     img = Image.fromarray(np.ascontiguousarray(canvas), mode="P")
