@@ -112,7 +112,7 @@ def test_exported_html_opens_offline(app_url, chromium, tmp_path):
     dl.value.save_as(path)
     page.close()
     html = path.read_text(encoding="utf-8")
-    assert "<script src=" not in html and "plotly.js v" in html  # plotly.js is inside the file
+    assert "<script src=" not in html and "plotly.js (cartesian - minified) v" in html  # plotly.js is inside the file
 
     # Open the file with every network request refused: it must draw from what it carries.
     context = chromium.new_context(offline=True)

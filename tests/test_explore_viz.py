@@ -317,11 +317,22 @@ def test_standalone_html_inlines_plotly_and_every_figure():
                            config=figure_config("svg", "x"))
     assert page.startswith("<!DOCTYPE html>") and '<html lang="zh">' in page
     assert "Explore &lt;attention&gt;" in page and "a &lt; b" in page
-    assert len(page) > 3_000_000  # plotly.js itself is inside
+    assert "plotly.js (cartesian - minified) v" in page and len(page) > 1_000_000  # plotly.js itself is inside
     assert "<script src=" not in page and 'src="http' not in page
     assert page.count("Plotly.newPlot") == 2
     assert '"format": "svg"' in page or '"format":"svg"' in page
     assert base64.b64encode(m.png).decode()[:40] in page
+
+
+def test_non_cartesian_figures_get_the_full_plotly_bundle():
+    import plotly.graph_objects as go
+
+    from viz.export import plotly_bundle
+
+    name, js = plotly_bundle([go.Figure(go.Heatmap(z=[[1]])), go.Figure(go.Bar(y=[1]))])
+    assert "cartesian" in name and len(js) < 2_500_000
+    name, js = plotly_bundle([go.Figure(go.Scatter3d(x=[1], y=[1], z=[1]))])
+    assert "cartesian" not in name and len(js) > 3_000_000
 
 
 def test_figure_config_formats():
