@@ -84,8 +84,9 @@ def _state_key() -> tuple:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _mosaic(_attn: np.ndarray, _keep: np.ndarray | None, key: tuple, part: str, scale: str) -> Mosaic:
-    return render_mosaic(_attn, _keep, scale=scale)
+def _mosaic(_attn: np.ndarray, _keep: np.ndarray, _part: Part, key: tuple, part: str, scale: str) -> Mosaic:
+    # The cut happens inside: on a cache hit no (layers, heads, seq, seq) copy is made.
+    return render_mosaic(_part.cut(_attn), None if _keep.all() else _part.cut(_keep), scale=scale)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -105,13 +106,15 @@ def _chart(fig: go.Figure, key: str, filename: str, **kw) -> object:
 # ---- views -----------------------------------------------------------------------------------------
 
 
+def _clicked(chart_key: str) -> list[dict]:
+    """Return the points selected (clicked) in a plotly chart, from its selection state."""
+    event = st.session_state.get(chart_key) or {}
+    return list((event.get("selection") or {}).get("points") or [])
+
+
 def _open_from_overview() -> None:
-    """Selection callback of the overview: a clicked tile opens that head."""
-    event = st.session_state.get("overview_chart")
-    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else []
-    if not points and event is not None and hasattr(event, "selection"):
-        points = event.selection.points
-    for p in points:
+    """Selection callback of the overview: a clicked tile opens that head (its point carries [layer, head])."""
+    for p in _clicked("overview_chart"):
         data = p.get("customdata")
         if isinstance(data, list | tuple) and len(data) >= 2:
             st.session_state["layer"], st.session_state["head"] = int(data[0]), int(data[1])
@@ -123,8 +126,7 @@ def _overview(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part
     scale = "map" if st.session_state.get("overview_per_map", False) else "sqrt"  # the toggle sits under the figure
     with st.spinner(t("explore.drawing")):
         started = time.perf_counter()
-        mosaic = _mosaic(part.cut(attn), part.cut(keep) if not keep.all() else None, _state_key(),
-                         st.session_state.get("part", "all"), scale)
+        mosaic = _mosaic(attn, keep, part, _state_key(), st.session_state.get("part", "all"), scale)
         fig = overview_figure(
             mosaic, selected=(layer, head), title=t("explore.overview_title"),
             hover=t("explore.overview_hover", layer="%{customdata[0]}", head="%{customdata[1]}") + "<extra></extra>",
@@ -174,9 +176,8 @@ def _head_options(out: EncoderOutput) -> tuple[bool, bool, bool, tuple[int, int]
 
 
 def _open_from_lines() -> None:
-    event = st.session_state.get("lines_chart")
-    points = event.selection.points if event is not None and hasattr(event, "selection") else []
-    for p in points:
+    """Selection callback of the line view: a clicked query token (x = 0) becomes the focus."""
+    for p in _clicked("lines_chart"):
         data = p.get("customdata")
         if p.get("x") == 0 and isinstance(data, list | tuple) and data:
             st.session_state["lines_focus"] = int(data[0])
@@ -286,7 +287,6 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
             "mask": out.keep.numpy().astype(bool),
             "rollout": rolled,
         }
-        L, H, T, _ = attn.shape
         a, b, c = st.columns(3)
         a.download_button(t("explore.download_npz", mb=attn.nbytes / 2**20), data=lambda: npz_bytes(arrays),
                           file_name="attention.npz", mime="application/octet-stream", key="dl_npz",
@@ -322,9 +322,10 @@ def _html_maker(out: EncoderOutput, figures: list, layer: int, head: int, view: 
         (t("explore.fact_tokens"), str(out.seq)),
         (t("explore.fact_link"), _share_url()),
     ]
-    lang = state.get("lang")
-    fmt = st.session_state.get("img_format", "png")
-    return lambda: standalone_html(t("explore.title"), figures, facts, lang=lang, config=figure_config(fmt, f"attention-{view}"))
+    # Everything read from the session is read now: the download runs the callable later, on another thread.
+    title, lang = t("explore.title"), state.get("lang")
+    config = figure_config(st.session_state.get("img_format", "png"), f"attention-{view}")
+    return lambda: standalone_html(title, figures, facts, lang=lang, config=config)
 
 
 # ---- page ------------------------------------------------------------------------------------------
