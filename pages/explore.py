@@ -1,11 +1,334 @@
-"""Explore: one head's attention for the current text."""
+"""Explore: every head at a glance, one layer, one head (heatmap and lines), mean and rollout, exports and links.
 
+Streamlit only: numbers come from ui.sidebar.current_output (cached) and models.rollout; figures from viz.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
+from models import EncoderOutput
+from models.rollout import attention_rollout
+from ui import state
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
-from viz.heatmap import head_heatmap
+from viz.aggregate import token_bars
+from viz.export import IMAGE_FORMATS, figure_config, json_text, npz_bytes, standalone_html
+from viz.heatmap import add_segment_lines, head_heatmap
+from viz.layer import layer_figure
+from viz.lines import lines_figure
 from viz.overlays import add_mask_overlay
+from viz.overview import Mosaic, overview_figure, render_mosaic
+from viz.select import PARTS, Part, narrow, part_of, renormalise
+
+VIEWS = ("overview", "layer", "head", "aggregate")
+PAGE_URL = {"view": "overview", "part": "all"}  # this page's own shareable selections (the sidebar's are in ui.state)
+WINDOW = 64  # head view: longer inputs open on a window of this many tokens
+LINES_MAX = 80  # the line view draws at most this many tokens per side
+JSON_MAX_VALUES = 4_000_000  # above this, the JSON download holds the selected layer only (NPZ always has all)
+
+
+# ---- URL and state ---------------------------------------------------------------------------------
+
+
+def _init_page_state() -> None:
+    """Fill this page's selections from the URL once, and keep them across reruns."""
+    for key, default in PAGE_URL.items():
+        allowed = VIEWS if key == "view" else PARTS
+        if key not in st.session_state:
+            raw = st.query_params.get(key)
+            st.session_state[key] = raw if raw in allowed else default
+        elif st.session_state[key] not in allowed:
+            st.session_state[key] = default
+        else:
+            st.session_state[key] = st.session_state[key]
+
+
+def _sync_page_url(is_pair: bool) -> None:
+    for key, default in PAGE_URL.items():
+        value = st.session_state.get(key, default) if key != "part" or is_pair else default
+        if value != default:
+            if st.query_params.get(key) != value:
+                st.query_params[key] = value
+        elif key in st.query_params:
+            del st.query_params[key]
+
+
+def _share_url() -> str:
+    """Return the link that reopens this view: the app's address with the current query parameters."""
+    params = {k: st.query_params.get(k) for k in st.query_params}
+    base = ""
+    try:
+        base = st.context.url or ""
+    except Exception:  # noqa: BLE001 - no browser context (AppTest, bare mode)
+        base = ""
+    parts = urlsplit(base) if base else None
+    query = urlencode(params)
+    if parts is None:
+        return f"?{query}" if query else "?"
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query, ""))
+
+
+def _state_key() -> tuple:
+    """Return what identifies the current output in the cache (the sidebar's selections)."""
+    return tuple(state.get(k) for k in ("model", "device", "dtype", "text", "text_b", "mask"))
+
+
+# ---- cached computations (keyed by the sidebar's selections; the output itself is not hashed) --------
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _mosaic(_attn: np.ndarray, _keep: np.ndarray, _part: Part, key: tuple, part: str, scale: str) -> Mosaic:
+    # The cut happens inside: on a cache hit no (layers, heads, seq, seq) copy is made.
+    return render_mosaic(_part.cut(_attn), None if _keep.all() else _part.cut(_keep), scale=scale)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _rollout(_attn: np.ndarray, key: tuple) -> np.ndarray:
+    return attention_rollout(_attn).numpy()
+
+
+def _words() -> dict[str, str]:
+    return {"query": t("explore.query"), "key": t("explore.key"), "weight": t("explore.weight"), "log": t("explore.log_scale")}
+
+
+def _chart(fig: go.Figure, key: str, filename: str, **kw) -> object:
+    fmt = st.session_state.get("img_format", "png")
+    return st.plotly_chart(fig, key=key, width="stretch", config=figure_config(fmt, filename), **kw)
+
+
+# ---- views -----------------------------------------------------------------------------------------
+
+
+def _clicked(chart_key: str) -> list[dict]:
+    """Return the points selected (clicked) in a plotly chart, from its selection state."""
+    event = st.session_state.get(chart_key) or {}
+    return list((event.get("selection") or {}).get("points") or [])
+
+
+def _open_from_overview() -> None:
+    """Selection callback of the overview: a clicked tile opens that head (its point carries [layer, head])."""
+    for p in _clicked("overview_chart"):
+        data = p.get("customdata")
+        if isinstance(data, list | tuple) and len(data) >= 2:
+            st.session_state["layer"], st.session_state["head"] = int(data[0]), int(data[1])
+            st.session_state["view"] = "head"
+            return
+
+
+def _overview(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
+    scale = "map" if st.session_state.get("overview_per_map", False) else "sqrt"  # the toggle sits under the figure
+    with st.spinner(t("explore.drawing")):
+        started = time.perf_counter()
+        mosaic = _mosaic(attn, keep, part, _state_key(), st.session_state.get("part", "all"), scale)
+        fig = overview_figure(
+            mosaic, selected=(layer, head), title=t("explore.overview_title"),
+            hover=t("explore.overview_hover", layer="%{customdata[0]}", head="%{customdata[1]}") + "<extra></extra>",
+        )
+        _chart(fig, "overview_chart", "attention-overview", on_select=_open_from_overview, selection_mode="points")
+        ms = (time.perf_counter() - started) * 1000
+    note = t("explore.overview_note", kb=len(mosaic.data_uri) / 1024, bpv=mosaic.bytes_per_value, ms=ms)
+    if mosaic.factor > 1:
+        note += " " + t("explore.overview_pooled", f=mosaic.factor)
+    note += " " + (t("explore.overview_scale_map") if scale == "map" else t("explore.overview_scale_sqrt"))
+    st.caption(note)
+    st.toggle(t("explore.per_map_scale"), key="overview_per_map", help=t("explore.per_map_scale_help"))
+    return [(t("explore.overview_title"), fig)]
+
+
+def _layer_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int) -> list:
+    maps = part.cut(attn[layer])  # (heads, rows, cols)
+    stacked = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])
+    titles = [t("explore.head_short", head=h) for h in range(maps.shape[0])] + [t("explore.mean_short")]
+    sub_keep = part.cut(keep)
+    fig, factor = layer_figure(stacked, titles, q_pos=part.rows, k_pos=part.cols,
+                               keep=None if sub_keep.all() else sub_keep, words=_words())
+    fig.update_layout(title=dict(text=t("explore.layer_title", layer=layer), y=0.995, yanchor="top"),
+                      margin=dict(t=70))
+    _chart(fig, "layer_chart", f"attention-layer{layer}")
+    note = t("explore.layer_note")
+    if factor > 1:
+        note += " " + t("explore.overview_pooled", f=factor)
+    st.caption(note)
+    return [(t("explore.layer_title", layer=layer), fig)]
+
+
+def _head_options(out: EncoderOutput) -> tuple[bool, bool, bool, tuple[int, int]]:
+    n = out.seq
+    a, b, c = st.columns(3)
+    hide = a.toggle(t("explore.hide_special"), key="hide_special", help=t("explore.hide_special_help"))
+    renorm = b.toggle(t("explore.renormalise"), key="renormalise", disabled=not hide, help=t("explore.renormalise_help"))
+    log = c.toggle(t("explore.log_colour"), key="log_colour", help=t("explore.log_colour_help"))
+    if n > WINDOW:
+        lo, hi = st.session_state.get("window", (0, WINDOW))
+        lo, hi = max(0, min(int(lo), n - 1)), max(1, min(int(hi), n))
+        st.session_state["window"] = (lo, hi) if lo < hi else (0, min(WINDOW, n))
+        window = st.slider(t("explore.window"), 0, n, key="window", help=t("explore.window_help"))
+    else:
+        window = (0, n)
+    return hide, renorm and hide, log, (int(window[0]), int(window[1]))
+
+
+def _open_from_lines() -> None:
+    """Selection callback of the line view: a clicked query token (x = 0) becomes the focus."""
+    for p in _clicked("lines_chart"):
+        data = p.get("customdata")
+        if p.get("x") == 0 and isinstance(data, list | tuple) and data:
+            st.session_state["lines_focus"] = int(data[0])
+            return
+
+
+def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
+    hide, renorm, log, (lo, hi) = _head_options(out)
+    tokens = out.tokens
+    shown = narrow(part, tokens, hide_special=hide, window=(lo, hi))
+    if shown.empty:
+        st.info(t("explore.nothing_in_window"))
+        return []
+    rows, cols = shown.rows, shown.cols
+    weights = shown.cut(attn[layer, head])
+    if renorm:
+        weights = renormalise(weights)
+    q_tok = [tokens[i] for i in rows]
+    k_tok = [tokens[j] for j in cols]
+    title = t("explore.head_title", layer=layer, head=head)
+    fig = head_heatmap(weights, q_tok, title=title, key_tokens=k_tok, q_pos=rows, k_pos=cols, log=log, words=_words())
+    sub_keep = shown.cut(keep)
+    if not sub_keep.all():
+        add_mask_overlay(fig, sub_keep, weights)
+    segments = np.asarray(out.segments)
+    add_segment_lines(fig, segments[rows], segments[cols])  # where sentence B starts, on each axis
+    focus = st.session_state.get("lines_focus", -1)  # set by the line view below (or its click callback)
+    if isinstance(focus, int) and 0 <= focus < len(rows):
+        fig.add_shape(type="rect", x0=-0.5, x1=len(cols) - 0.5, y0=focus - 0.5, y1=focus + 0.5,
+                      line=dict(color="#e4572e", width=2))
+    figures = [(title, fig)]
+
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        _chart(fig, "head_heatmap", f"attention-L{layer}-H{head}")
+        notes = [t("explore.head_note")]
+        if hide:
+            notes.append(t("explore.renormalised_note") if renorm else t("explore.not_renormalised_note"))
+        if lo > 0 or hi < out.seq:
+            notes.append(t("explore.window_note", lo=lo, hi=hi - 1, n=out.seq))
+        st.caption(" ".join(notes))
+    with right:
+        if len(rows) > LINES_MAX or len(cols) > LINES_MAX:
+            st.info(t("explore.lines_too_many", n=LINES_MAX))
+            return figures
+        options = [-1, *range(len(rows))]
+        if st.session_state.get("lines_focus", -1) not in options:
+            st.session_state["lines_focus"] = -1
+        focus = st.selectbox(
+            t("explore.lines_focus"), options, key="lines_focus",
+            format_func=lambda i: t("explore.lines_all") if i < 0 else f"{q_tok[i]} · {rows[i]}",
+        )
+        lines = lines_figure(weights, q_tok, k_tok, q_pos=rows, k_pos=cols, focus=None if focus < 0 else focus,
+                             title=t("explore.lines_title"), words=_words())
+        _chart(lines, "lines_chart", f"attention-lines-L{layer}-H{head}", on_select=_open_from_lines,
+               selection_mode="points")
+        st.caption(t("explore.lines_note"))
+        figures.append((t("explore.lines_title"), lines))
+    return figures
+
+
+def _aggregate_view(out: EncoderOutput, attn: np.ndarray, part: Part, layer: int) -> list:
+    tokens = out.tokens
+    rolled = _rollout(attn, _state_key())  # (layers, seq, seq)
+    mean = attn[layer].mean(axis=0)
+    q_tok = [tokens[i] for i in part.rows]
+    k_tok = [tokens[j] for j in part.cols]
+    left, right = st.columns(2, gap="medium")
+    mean_title = t("explore.mean_title", layer=layer)
+    roll_title = t("explore.rollout_title", layer=layer)
+    mean_fig = head_heatmap(part.cut(mean), q_tok, title=mean_title, key_tokens=k_tok, q_pos=part.rows,
+                            k_pos=part.cols, words=_words())
+    roll_fig = head_heatmap(part.cut(rolled[layer]), q_tok, title=roll_title, key_tokens=k_tok, q_pos=part.rows,
+                            k_pos=part.cols, words=_words())
+    with left:
+        _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
+    with right:
+        _chart(roll_fig, "rollout_chart", f"attention-rollout-L{layer}")
+    st.caption(t("explore.rollout_note"))
+    options = list(range(len(part.rows)))
+    if st.session_state.get("rollout_row", 0) not in options:
+        st.session_state["rollout_row"] = 0
+    row = st.columns([1, 2])[0].selectbox(t("explore.rollout_row"), options, key="rollout_row",
+                       format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}")
+    bars_title = t("explore.rollout_bars_title", token=q_tok[row], layer=layer)
+    bars = token_bars(rolled[layer][part.rows[row], part.cols], k_tok, part.cols, title=bars_title,
+                      value_label=t("explore.share"))
+    _chart(bars, "rollout_bars", f"attention-rollout-row-L{layer}")
+    return [(mean_title, mean_fig), (roll_title, roll_fig), (bars_title, bars)]
+
+
+# ---- exports ---------------------------------------------------------------------------------------
+
+
+def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, head: int, view: str) -> None:
+    with st.expander(t("explore.export_title"), expanded=False):
+        st.markdown(t("explore.share_label"))
+        st.code(_share_url(), language=None)
+        st.radio(t("explore.image_format"), IMAGE_FORMATS, key="img_format", horizontal=True,
+                 format_func=lambda f: f.upper(), help=t("explore.image_format_help"))
+        key = _state_key()
+        rolled = _rollout(attn, key)
+        arrays = {
+            "tokens": np.array(out.tokens, dtype=str),
+            "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
+            "attentions": attn,
+            "mask": out.keep.numpy().astype(bool),
+            "rollout": rolled,
+        }
+        a, b, c = st.columns(3)
+        a.download_button(t("explore.download_npz", mb=attn.nbytes / 2**20), data=lambda: npz_bytes(arrays),
+                          file_name="attention.npz", mime="application/octet-stream", key="dl_npz",
+                          help=t("explore.download_npz_help"), on_click="ignore")
+        whole = attn.size <= JSON_MAX_VALUES
+        doc: dict = {"model": out.model, "text": state.get("text"), "text_b": state.get("text_b"), "mask": out.mask,
+                     "tokens": out.tokens, "token_type_ids": arrays["token_type_ids"],
+                     "axes": ["layers", "heads", "q_pos", "k_pos"]}
+        if whole:
+            doc["attentions"] = attn
+        else:
+            doc["layer"] = layer
+            doc["attentions"] = attn[layer : layer + 1]
+        label = t("explore.download_json") if whole else t("explore.download_json_layer", layer=layer)
+        b.download_button(label, data=lambda: json_text(doc), file_name="attention.json", mime="application/json",
+                          key="dl_json", help=t("explore.download_json_help"), on_click="ignore")
+        c.download_button(t("explore.download_html"), data=_html_maker(out, figures, layer, head, view),
+                          file_name=f"attention-{view}.html", mime="text/html", key="dl_html",
+                          help=t("explore.download_html_help"), on_click="ignore", disabled=not figures)
+
+
+def _html_maker(out: EncoderOutput, figures: list, layer: int, head: int, view: str) -> Callable[[], str]:
+    facts = [
+        (t("explore.fact_model"), out.model),
+        (t("explore.fact_text"), state.get("text") or ""),
+    ]
+    if state.get("text_b"):
+        facts.append((t("explore.fact_text_b"), state.get("text_b")))
+    facts += [
+        (t("explore.fact_view"), t(f"explore.view_{view}")),
+        (t("explore.fact_layer_head"), f"{layer} · {head}"),
+        (t("explore.fact_mask"), out.mask),
+        (t("explore.fact_tokens"), str(out.seq)),
+        (t("explore.fact_link"), _share_url()),
+    ]
+    # Everything read from the session is read now: the download runs the callable later, on another thread.
+    title, lang = t("explore.title"), state.get("lang")
+    config = figure_config(st.session_state.get("img_format", "png"), f"attention-{view}")
+    return lambda: standalone_html(title, figures, facts, lang=lang, config=config)
+
+
+# ---- page ------------------------------------------------------------------------------------------
 
 
 def main() -> None:
@@ -14,21 +337,37 @@ def main() -> None:
     enc = current_encoder() if out is not None else None
     if out is None or enc is None:
         return
+    _init_page_state()
 
     c = enc.config
     st.caption(t("explore.model_facts", name=enc.name, layers=c.n_layers, heads=c.n_heads, d_model=c.d_model,
                  d_k=c.d_k, tokens=out.seq, device=str(enc.device)))
     st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), c.n_layers - 1)
     st.session_state["head"] = min(int(st.session_state.get("head", 0)), c.n_heads - 1)
-    left, right = st.columns(2)
-    layer = left.slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
-    head = right.slider(t("common.head"), 0, c.n_heads - 1, key="head")
-    weights = out.attentions[layer, head].numpy()
-    fig = head_heatmap(weights, out.tokens, title=t("explore.head_title", layer=layer, head=head))
+    is_pair = bool(out.token_type_ids.any())
+
+    cols = st.columns([5, 2, 2, 2] if is_pair else [5, 3, 3], gap="medium")
+    view = cols[0].segmented_control(t("explore.view"), VIEWS, key="view", required=True,
+                                     format_func=lambda v: t(f"explore.view_{v}"))
+    layer = cols[1].slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
+    head = cols[2].slider(t("common.head"), 0, c.n_heads - 1, key="head")
+    if is_pair:
+        cols[3].selectbox(t("explore.part"), PARTS, key="part", format_func=lambda p: t(f"explore.part_{p}"),
+                          help=t("explore.part_help"))
+    part = part_of(out.segments, st.session_state.get("part", "all") if is_pair else "all")
+    _sync_page_url(is_pair)
+
+    attn = out.attentions.numpy()  # (layers, heads, q_pos, k_pos) float32
     keep = out.keep.numpy()
-    if not keep.all():
-        add_mask_overlay(fig, keep, weights)
-    st.plotly_chart(fig, width="stretch", key="head_heatmap")
+    if view == "overview":
+        figures = _overview(out, attn, keep, part, layer, head)
+    elif view == "layer":
+        figures = _layer_view(out, attn, keep, part, layer)
+    elif view == "head":
+        figures = _head_view(out, attn, keep, part, layer, head)
+    else:
+        figures = _aggregate_view(out, attn, part, layer)
+    _export(out, attn, figures, layer, head, view or "overview")
 
 
 main()

@@ -23,13 +23,13 @@ def plotly_specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
-def test_default_view_shows_a_real_heatmap():
+def test_default_view_shows_every_head():
     at = app()
     assert not at.exception
     specs = plotly_specs(at)
     assert specs, "no chart on the default page"
-    heat = specs[0]["data"][0]
-    assert heat["type"] == "heatmap"
+    overview = specs[0]["data"][0]  # the explore page opens on the all-heads mosaic, one PNG image
+    assert overview["type"] == "image" and overview["source"].startswith("data:image/png;base64,")
     assert not at.error
 
 
