@@ -12,7 +12,7 @@ st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
 state.init()
 
 PAGES = [
-    st.Page("pages/explore.py", title=t("nav.explore"), icon="🔍", url_path="explore", default=True),
+    st.Page("pages/explore.py", title=t("nav.explore"), icon=":material/search:", url_path="explore", default=True),
     st.Page("pages/masks.py", title=t("nav.masks"), icon=":material/visibility_off:", url_path="masks"),
     st.Page("pages/inside_head.py", title=t("nav.inside_head"), icon=":material/calculate:", url_path="inside_head"),
     st.Page("pages/memory.py", title=t("nav.memory"), icon=":material/memory:", url_path="memory"),

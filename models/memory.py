@@ -28,10 +28,12 @@ import json
 import math
 import os
 import resource
+import subprocess
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -306,6 +308,34 @@ def measure_curve(encoder, seqs: list[int], batch: int = 1) -> list[Measurement]
     """Return measure_peak for each seq length (shortest first, so the allocator is not pre-grown)."""
     measure_peak(encoder, min(16, encoder.max_tokens), batch)  # warm-up: lazy inits, kernels, thread pools
     return [measure_peak(encoder, s, batch) for s in sorted(set(seqs))]
+
+
+_CHILD = (
+    "import json, sys; from models import load_encoder, memory; a = json.loads(sys.argv[1]); "
+    "e = load_encoder(a['spec'], device=a['device'], dtype=a['dtype']); "
+    "print(json.dumps([m.as_dict() for m in memory.measure_curve(e, a['seqs'], a['batch'])]))"
+)
+
+
+def measure_curve_fresh(
+    spec: str, device: str, dtype: str, seqs: list[int], batch: int = 1, timeout: float = 600
+) -> list[Measurement]:
+    """Return measure_curve run in a fresh Python process that loads `spec` itself.
+
+    On the CPU a long-lived process (the app's server, a test run) reuses memory freed earlier, so the peak of a
+    forward there can read as almost nothing; a fresh interpreter measures what the forward really needs.
+    """
+    arg = json.dumps({"spec": spec, "device": device, "dtype": dtype, "seqs": list(seqs), "batch": batch})
+    root = Path(__file__).resolve().parents[1]
+    try:
+        r = subprocess.run([sys.executable, "-c", _CHILD, arg], cwd=root, capture_output=True, text=True,
+                           timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except subprocess.TimeoutExpired as err:
+        raise MemoryInputError(f"the measurement took longer than {timeout:.0f} s") from err
+    if r.returncode != 0:
+        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+        raise MemoryInputError(f"the measuring process failed: {lines[-1] if lines else r.returncode}")
+    return [Measurement(**d) for d in json.loads(r.stdout.strip().splitlines()[-1])]
 
 
 # ---- command line: python -m models memory ------------------------------------------------------------

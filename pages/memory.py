@@ -93,7 +93,11 @@ def _measured(font: int) -> None:
     if st.session_state.pop("mem_measure_requested", False):
         with st.spinner(t("memory.measured.running", device=str(dev))):
             try:
-                found = memory.measure_curve(enc, seqs, batch)
+                if dev.type == "cuda":  # the CUDA allocator's own peak counter is exact in this process
+                    found = memory.measure_curve(enc, seqs, batch)
+                else:  # this server reuses freed memory: measure in a fresh process
+                    found = memory.measure_curve_fresh(state.get("model"), state.get("device"), state.get("dtype"),
+                                                       seqs, batch)
             except (memory.MemoryInputError, RuntimeError) as err:  # RuntimeError: out of memory
                 st.error(t("memory.measured.failed", reason=str(err).splitlines()[0]))
                 return

@@ -174,21 +174,10 @@ def test_cli_as_a_process():
 def test_measured_peak_on_cpu_follows_the_maps_our_encoder_keeps():
     """At 512 tokens the 6 layers' fp32 maps (75.5 MB) dominate MiniLM's forward: the RSS peak must cover them.
 
-    Measured in a fresh interpreter: in this long-lived test process memory freed by earlier tests stays
-    resident and is reused, so a process-level peak would say little.
+    Measured in a fresh interpreter (measure_curve_fresh): in this long-lived test process memory freed by earlier
+    tests stays resident and is reused, so a process-level peak would say little.
     """
-    import json
-    import subprocess
-    import sys
-
-    code = (
-        "import json; from models import load_encoder, memory; e = load_encoder('minilm', device='cpu'); "
-        "print(json.dumps([m.as_dict() for m in memory.measure_curve(e, [128, 512])]))"
-    )
-    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert r.returncode == 0, r.stderr
-    by_seq = {m["seq"]: m for m in json.loads(r.stdout.strip().splitlines()[-1])}
+    by_seq = {m.seq: m.as_dict() for m in memory.measure_curve_fresh("minilm", "cpu", "fp32", [128, 512])}
     maps = memory.encoder_maps_bytes(6, 1, 12, 512)
     assert by_seq[512]["method"] in ("rss_hwm", "rss_sampled") and by_seq[512]["device"] == "cpu"
     assert 0.9 * maps <= by_seq[512]["peak_bytes"] <= 2.5 * maps
