@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import streamlit as st
 
 from models import AttnVizError
-from models.checks import EXAMPLES, MaskReport, check_mask
-from models.masks import load_mask_bytes
-from ui import cache, state
+from models.checks import EXAMPLES, MaskReport
+from ui import state
+from ui.mask_report import checked, show_report
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.heatmap import head_heatmap
@@ -19,34 +17,9 @@ from viz.overlays import AGREEMENT, add_mask_overlay, mask_agreement
 SOURCES = ("example", "expression", "file")
 CONVENTIONS = ("keep", "drop", "additive")
 EXPECT_KINDS = ("causal", "bidirectional", "padding", "window", "prefix", "causal+padding")
-# Material icons ship with Streamlit's own font: no emoji font needed on a lecture-hall machine.
-STATUS_ICON = {
-    "pass": ":green[:material/check_circle:]", "fail": ":red[:material/cancel:]", "warn": ":orange[:material/warning:]",
-    "info": ":blue[:material/info:]", "skip": ":gray[:material/skip_next:]",
-}
 DEFAULT_BATCH = "Too tired."
 # Page widgets whose values should survive a visit to another page (the file uploader cannot be restored).
 KEPT = ("mc_source", "mc_example", "mc_expr", "mc_convention", "mc_expect_kind", "mc_param", "mc_batch", "mc_item")
-
-
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _report(
-    spec: str, device: str, dtype: str, texts: tuple[str, ...], texts_b: tuple[str, ...] | None,
-    mask: str | bytes, file_name: str, convention: str, expect: str,
-) -> MaskReport:
-    """Return the checker's report (a resource, not data: it holds every layer's attention and is never mutated)."""
-    enc = cache.encoder(spec, device, dtype)
-    source = load_mask_bytes(mask, file_name) if isinstance(mask, bytes) else mask
-    return check_mask(enc, list(texts), source, convention, expect, list(texts_b) if texts_b else None)
-
-
-def _msg(code: str) -> str:
-    return t(f"masks.msg.{code}")
-
-
-def _md(text: str) -> str:
-    """Escape what markdown would swallow in tokens and expressions ([CLS], *, _, #, <)."""
-    return re.sub(r"([\\`*_\[\]<>#|~])", r"\\\1", text)
 
 
 def _apply_example(key: str) -> None:
@@ -101,14 +74,6 @@ def _mask_inputs() -> tuple[str | bytes | None, str, str, str]:
                                    disabled=fixed)
         expect = f"{kind}:{int(value)}"
     return mask, name, convention, expect
-
-
-def _evidence(report: MaskReport) -> None:
-    icon = STATUS_ICON
-    lines = []
-    for f in report.findings:
-        lines.append(f"{icon[f.status]} **{_msg('check.' + f.check)}** — {_md(f.render(_msg))}")
-    st.markdown("  \n".join(lines))
 
 
 def _figures(report: MaskReport) -> None:
@@ -170,19 +135,13 @@ def main() -> None:
 
     try:
         with st.spinner(t("masks.checking")):
-            report = _report(state.get("model"), state.get("device"), state.get("dtype"), tuple(texts),
+            report = checked(state.get("model"), state.get("device"), state.get("dtype"), tuple(texts),
                              tuple(texts_b) if texts_b else None, mask, file_name, convention, expect)
     except AttnVizError as err:
         st.error(t("masks.bad_mask", reason=str(err)))
         return
 
-    verdict = report.summary.render(_msg)
-    (st.success if report.ok else st.error)(verdict, icon=":material/check_circle:" if report.ok else ":material/cancel:")
-    for d in report.diagnosis:
-        st.markdown(f":red[:material/bug_report:] **{t('masks.diagnosis')}** {_md(d.render(_msg))}")
-    _evidence(report)
-    for note in report.notes:
-        st.warning(note)
+    show_report(report)
     _figures(report)
     with st.expander(t("masks.conventions_title")):
         st.markdown(t("masks.conventions_body"))

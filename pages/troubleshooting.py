@@ -5,8 +5,8 @@ import math
 import numpy as np
 import streamlit as st
 
-from models import memory, troubleshoot
-from ui import lecture, presentation
+from models import AttnVizError, memory, troubleshoot
+from ui import lecture, mask_report, presentation, state
 from ui.sidebar import current_encoder, current_output
 from ui.state import ensure_app_shell, t
 from viz.lecture import attention_map, compare_bars, heads_grid
@@ -59,6 +59,19 @@ def _demo_nan(out, layer: int, head: int, query: int) -> None:
                   uniform=f"{1 / n:.4f}", token=out.tokens[query], layer=layer, head=head))
 
 
+# The transposed causal mask of the demonstration, as the expression a user would type on the Masks page.
+PLANTED_CAUSAL = "torch.triu(torch.ones(seq, seq, dtype=torch.bool))"
+
+
+def out_text() -> str:
+    return (state.get("text") or "").strip()
+
+
+def out_text_b() -> tuple[str, ...] | None:
+    b = (state.get("text_b") or "").strip()
+    return (b,) if b else None
+
+
 def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
     with st.spinner(t("trouble.demo.mask_running")):
         d = lecture.wrong_mask(lecture.selection(), enc)
@@ -79,6 +92,18 @@ def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
     fig = _heatmap(d.right[layer, head], tokens, t("trouble.fig.right_map", layer=layer, head=head), d.intended, font)
     right.plotly_chart(fig, width="stretch", key="trouble_mask_right")
     st.caption(t("trouble.demo.mask_checker"))
+    # The same planted mask through the mask checker of the Masks page: the verdict a user would get for it.
+    st.markdown(t("trouble.demo.mask_verdict"))
+    try:
+        with st.spinner(t("trouble.demo.mask_running")):
+            report = mask_report.checked(
+                state.get("model"), state.get("device"), state.get("dtype"), (out_text(),), out_text_b(),
+                PLANTED_CAUSAL, "", "keep", "causal",
+            )
+    except AttnVizError as err:
+        st.error(str(err))
+        return
+    mask_report.show_report(report, evidence=False)
 
 
 def _demo_concat(out, layer: int) -> None:
