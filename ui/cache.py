@@ -17,7 +17,8 @@ def encoder(spec: str, device: str, dtype: str) -> Encoder:
     return load_encoder(spec, device=device, dtype=dtype)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+# A 512-token BERT-base result is ~150 MB of attention (~350 MB with internals): keep a handful, not dozens.
+@st.cache_data(show_spinner=False, max_entries=8)
 def encode(
     spec: str, device: str, dtype: str, text: str, text_b: str, mask: str, internals: bool = False
 ) -> EncoderOutput:
