@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import stats_cli
 from .encoder import TruncationWarning
 from .errors import AttnVizError
 
@@ -108,6 +109,7 @@ def _info(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "export": ("run the encoder and write tokens, attentions and hidden states", _export_args, _export),
     "info": ("load a model and print its shape", _info_args, _info),
+    "stats": ("per-head statistics, pattern labels, redundancy and importance", stats_cli.add_args, stats_cli.run),
 }
 
 
