@@ -40,8 +40,8 @@ LABELS = ("prev", "next", "cls", "sep", "punct", "block", "broad", "heterogeneou
 STATS = ("entropy", "entropy_norm", "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", "block")
 SMOOTH = 0.001  # Clark et al.'s smoothing for JS: P = (1 − 0.001)·A + 0.001/n
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"})
-# Elements of the (pairs, entries) working buffer of the JS kernel: small enough to stay in cache on a CPU.
-JS_CHUNK_CPU = 1 << 19
+# Elements of one piece of the JS kernel's work (pairs × cells): 4 MB of float32 on a CPU.
+JS_CHUNK_CPU = 1 << 20
 JS_CHUNK_GPU = 1 << 26
 
 
@@ -207,21 +207,30 @@ def flat_maps(attn: torch.Tensor, real: torch.Tensor) -> tuple[torch.Tensor, tor
 def _pair_slogs(P: torch.Tensor, chunk: int) -> torch.Tensor:
     """Return Σ_cells S·ln S with S = P_a + P_b for every pair of rows of P (N, cells), as (N, N) float64.
 
-    The one quantity of JS that needs a log per pair and cell: chunked so that the working buffer stays
-    small (in cache on a CPU), computed for the upper triangle only and mirrored.
+    The one quantity of JS that needs a log per pair and cell. Work goes in pieces of about `chunk`
+    elements: a block of rows against all later rows at once when maps are small, else one row against a
+    block of later rows. Few, large pieces keep both CPU threads busy (many small parallel ops stall when
+    the machine is shared). Only the upper triangle is kept, then mirrored.
     """
     N, E = P.shape
-    block = max(1, min(N, chunk // max(E, 1)))
     out = torch.zeros(N, N, dtype=torch.float64, device=P.device)
-    s_buf = torch.empty(block, E, dtype=P.dtype, device=P.device)
-    l_buf = torch.empty_like(s_buf)
-    for a in range(N):
-        for b0 in range(a, N, block):
-            b1 = min(N, b0 + block)
-            s = torch.add(P[b0:b1], P[a], out=s_buf[: b1 - b0])  # (pairs, cells) = P_a + P_b
-            lg = torch.log(s, out=l_buf[: b1 - b0])
-            out[a, b0:b1] = torch.linalg.vecdot(s, lg)
-    return out + out.triu(1).T
+    rows = max(1, chunk // max(N * E, 1))
+    if rows > 1:
+        for a0 in range(0, N, rows):
+            a1 = min(N, a0 + rows)
+            s = P[a0:a1, None, :] + P[None, a0:, :]  # (rows, N − a0, cells)
+            out[a0:a1, a0:] = torch.linalg.vecdot(s, s.log())
+    else:
+        block = max(1, min(N, chunk // max(E, 1)))
+        s_buf = torch.empty(block, E, dtype=P.dtype, device=P.device)
+        l_buf = torch.empty_like(s_buf)
+        for a in range(N):
+            for b0 in range(a, N, block):
+                b1 = min(N, b0 + block)
+                s = torch.add(P[b0:b1], P[a], out=s_buf[: b1 - b0])  # (pairs, cells) = P_a + P_b
+                out[a, b0:b1] = torch.linalg.vecdot(s, torch.log(s, out=l_buf[: b1 - b0]))
+    upper = out.triu()
+    return upper + upper.triu(1).T
 
 
 @dataclass
@@ -348,11 +357,16 @@ class CkaAccumulator:
         """Return the (heads, heads) CKA matrix of everything added so far."""
         if self.cross is None or self.count < 2:
             raise ValueError("CKA needs at least two tokens")
-        mean = self.total / self.count  # type: ignore[operator]
-        C = self.cross.double() - self.count * torch.outer(mean, mean)  # Σ (z − z̄)(z − z̄)ᵀ
-        N = self.heads
-        D = C.shape[0] // N
-        hsic = C.reshape(N, D, N, D).square().sum((1, 3))  # ‖Y_bᵀ X_a‖²_F for every pair
+        mean = (self.total / self.count).float()  # type: ignore[operator]  # small: the data were shifted
+        F_, N = self.cross.shape[0], self.heads
+        D = F_ // N
+        hsic = torch.empty(N, N, dtype=torch.float64, device=self.cross.device)
+        rows = max(1, (1 << 22) // (D * F_))  # heads per block: bounded memory even for BERT-base's 9216²
+        for a0 in range(0, N, rows):
+            a1 = min(N, a0 + rows)
+            part = slice(a0 * D, a1 * D)
+            C = self.cross[part] - self.count * torch.outer(mean[part], mean)  # rows of Σ (z − z̄)(z − z̄)ᵀ
+            hsic[a0:a1] = C.view(a1 - a0, D, N, D).square().sum((1, 3)).double()  # ‖Y_bᵀ X_a‖²_F
         return _cka_from_hsic(hsic)
 
 

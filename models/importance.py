@@ -133,8 +133,7 @@ def _chunks(encoder: Encoder, n_items: int, seq: int, backward: bool) -> list[sl
 
 def _last_hidden(encoder: Encoder, batch: Batch, gates: torch.Tensor | None) -> torch.Tensor:
     res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, head_gates=gates)
-    h = res.last_hidden  # (B, T, d_model)
-    return h.to(torch.promote_types(h.dtype, torch.float32))  # half → float32; a float64 model stays float64
+    return _float(res.last_hidden)  # (B, T, d_model)
 
 
 def gate_gradients(
@@ -214,22 +213,36 @@ def raw_importance(encoder: Encoder, batch: Batch) -> torch.Tensor:
 
 @torch.inference_mode()
 def ablation_effects(encoder: Encoder, batch: Batch) -> torch.Tensor:
-    """Return Σ_tokens ‖h_last − h_last(head removed)‖₂ per input and head, (batch, layers, heads)."""
+    """Return Σ_tokens ‖h_last − h_last(head removed)‖₂ per input and head, (batch, layers, heads).
+
+    Removing a head of layer l changes nothing below l: each copy starts from the recorded input of layer
+    l, which saves about half of the passes.
+    """
     c = encoder.config
-    N = c.n_layers * c.n_heads
-    base = _last_hidden(encoder, batch, None)  # (B, T, d)
+    H = c.n_heads
+    res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, record=True)
+    layer_inputs = res.record.hidden_states  # [layers + 1] × (B, T, d_model)
+    base = _float(res.last_hidden)  # (B, T, d)
     B = len(batch)
-    item = torch.arange(B, device=encoder.device).repeat_interleave(N)  # copy → input
-    head = torch.arange(N, device=encoder.device).repeat(B)  # copy → removed head
-    effects = torch.empty(B * N, device=encoder.device)
-    for part in _chunks(encoder, B * N, batch.input_ids.shape[1], backward=False):
-        idx = item[part]
-        gates = torch.ones(len(idx), N, device=encoder.device)
-        gates[torch.arange(len(idx)), head[part]] = 0.0
-        hidden = _last_hidden(encoder, batch.take(idx), gates.view(-1, c.n_layers, c.n_heads))
-        delta = (hidden - base[idx]).norm(dim=-1) * batch.real[idx]  # (copies, T); padded tokens count 0
-        effects[part] = delta.sum(-1)
-    return effects.view(B, c.n_layers, c.n_heads)
+    effects = torch.empty(B, c.n_layers, H, device=encoder.device)
+    item = torch.arange(B, device=encoder.device).repeat_interleave(H)  # copy → input
+    head = torch.arange(H, device=encoder.device).repeat(B)  # copy → removed head
+    for layer in range(c.n_layers):
+        for part in _chunks(encoder, B * H, batch.input_ids.shape[1], backward=False):
+            idx = item[part]
+            sub = batch.take(idx)
+            gates = torch.ones(len(idx), H, device=encoder.device)
+            gates[torch.arange(len(idx)), head[part]] = 0.0
+            x = layer_inputs[layer][idx]
+            for i in range(layer, c.n_layers):
+                x, _ = encoder.model.layers[i](x, sub.keep, gates if i == layer else None)
+            delta = (_float(x) - base[idx]).norm(dim=-1) * sub.real  # (copies, T); padded tokens count 0
+            effects[idx, layer, head[part]] = delta.sum(-1)
+    return effects
+
+
+def _float(h: torch.Tensor) -> torch.Tensor:
+    return h.to(torch.promote_types(h.dtype, torch.float32))  # half → float32; a float64 model stays float64
 
 
 # ---- removing the least important heads -------------------------------------------------------------
