@@ -13,6 +13,8 @@ state.init()
 
 PAGES = [
     st.Page("pages/explore.py", title=t("nav.explore"), icon="🔍", url_path="explore", default=True),
+    st.Page("pages/heads.py", title=t("nav.heads"), icon="🧩", url_path="heads"),
+    st.Page("pages/corpus.py", title=t("nav.corpus"), icon="📚", url_path="corpus"),
 ]
 page = st.navigation(PAGES)
 sidebar.render()
