@@ -44,6 +44,8 @@ def machine(device: torch.device) -> str:
     facts = [f"{cpu}, {os.cpu_count()} cores visible, torch {torch.__version__} with {torch.get_num_threads()} threads"]
     if device.type == "cuda":
         facts.append(f"GPU {torch.cuda.get_device_name(device)}")
+    if hasattr(os, "getloadavg"):  # other work on the machine slows every figure below
+        facts.append("load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     return "; ".join(facts)
 
 

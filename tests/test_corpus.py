@@ -112,8 +112,11 @@ def test_progress_reaches_the_end(minilm):
     assert seen and seen[-1] == pytest.approx(1.0) and seen == sorted(seen)
 
 
-def test_truncated_lines_are_reported(minilm):
-    report, notes = analyse_corpus(minilm, [Line("word " * 600), Line("short")])
+def test_truncated_lines_are_reported():
+    from models import load_encoder
+
+    tiny = load_encoder("random:tiny", device="cpu")  # 8 heads: the 512-token line stays quick
+    report, notes = analyse_corpus(tiny, [Line("word " * 600), Line("short")])
     assert notes and "truncated" in notes[0]
     assert report.rows == 512 + 3
 
@@ -135,3 +138,25 @@ def test_published_figures(corpus_and_singles):
     assert ours["prev_layers"] == sorted(np.nonzero(report.stats["prev"] > 0.5)[0].tolist())
     # Clark et al. count from 1; we keep their layers 6–10 as 5–9 here
     assert PUBLISHED["sep_layers"] == (5, 9) and PUBLISHED["prev_layers"] == (1, 3, 6, 7)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_cuda_gives_what_the_cpu_gives(minilm):
+    """Buckets, statistics, JS, cosine and pooled CKA on the GPU equal the CPU's; importance runs there too."""
+    from models import load_encoder
+
+    gpu = load_encoder("minilm", device="cuda")
+    lines = read_corpus(CORPUS)
+    on_gpu, _ = analyse_corpus(gpu, lines)
+    on_cpu, _ = analyse_corpus(minilm, lines)
+    for k in STATS:
+        np.testing.assert_allclose(on_gpu.stats[k], on_cpu.stats[k], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(on_gpu.js, on_cpu.js, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(on_gpu.cosine, on_cpu.cosine, atol=1e-4)
+    np.testing.assert_allclose(on_gpu.cka, on_cpu.cka, atol=1e-3)
+    single = gpu.encode(lines[0].text, internals=True)
+    np.testing.assert_allclose(analyse(single, gpu.device).js, analyse(minilm.encode(lines[0].text, internals=True)).js,
+                               rtol=1e-4, atol=1e-3)
+    imp = corpus_importance(gpu, lines, limit=2)
+    assert imp.scores.shape == (6, 12) and np.isfinite(imp.raw).all()
