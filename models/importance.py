@@ -310,6 +310,22 @@ def curve_from_sums(sums: np.ndarray, ks: list[int], measure: str) -> RemovalCur
     return RemovalCurve(ks=list(ks), least_first=vals[0].tolist(), most_first=vals[1].tolist(), measure=measure)
 
 
+def work_estimate(encoder: Encoder, seq: int, curve: bool = True) -> float:
+    """Return roughly how many multiply-adds `head_importance` needs for one input of seq tokens.
+
+    Passes of the model: one per head with the proxy (half of them on average, thanks to the recorded layer
+    inputs) or 7 masked copies forward and backward (≈ 3 passes each) with the masked-LM loss; then the
+    removal curve's 2 × 11 sets of heads, once per item. A pass costs about layers · seq · 12·d_model²
+    multiply-adds (the linear layers; attention's seq² terms are small next to them below 512 tokens).
+    """
+    c = encoder.config
+    items = MASK_EVERY if measure_of(encoder) == "mlm" else 1
+    passes = 3 * items if items > 1 else c.n_layers * c.n_heads / 2
+    if curve:
+        passes += 2 * len(removal_ks(c.n_layers * c.n_heads)) * items  # both orders, every k
+    return passes * c.n_layers * seq * 12 * c.d_model**2
+
+
 def head_importance(encoder: Encoder, out: EncoderOutput, curve: bool = True) -> Importance:
     """Return the importance of every head for one encoded input (or a batched EncoderOutput)."""
     batch = Batch.from_output(out, encoder.device)

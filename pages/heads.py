@@ -4,7 +4,7 @@ import streamlit as st
 
 from models.corpus import is_bert_base
 from models.heads import HeadReport, analyse
-from models.importance import Importance, head_importance
+from models.importance import Importance, head_importance, work_estimate
 from ui import cache, state
 from ui.heads_view import (
     duplicates_section,
@@ -18,9 +18,10 @@ from ui.heads_view import (
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 
-# Importance runs one pass per head (or 7 masked copies with a backward pass): automatic up to this much
-# work (tokens × heads in the model), behind a button above it.
-AUTO_IMPORTANCE_WORK = 128 * 72
+# Importance runs one pass per head (or 7 masked copies with a backward pass): automatic on a GPU, and on a
+# CPU up to this many multiply-adds (a few seconds on 2 cores); behind a button above it. MiniLM: up to
+# ~170 tokens; BERT-base: about a sentence with the proxy, the button with its masked-LM head.
+AUTO_IMPORTANCE_WORK = 1e11
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -51,8 +52,8 @@ def main() -> None:
     c = enc.config
     st.caption(t("heads.facts", model=enc.name, layers=c.n_layers, heads=c.n_heads, tokens=out.seq))
 
-    work = out.seq * c.n_layers * c.n_heads
-    wanted = work <= AUTO_IMPORTANCE_WORK or st.session_state.get("heads_importance_on", False)
+    cheap = enc.device.type == "cuda" or work_estimate(enc, out.seq) <= AUTO_IMPORTANCE_WORK
+    wanted = cheap or st.session_state.get("heads_importance_on", False)
     imp = None
     if wanted:
         with st.spinner(t("heads.computing_importance")):

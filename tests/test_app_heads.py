@@ -76,7 +76,7 @@ def test_heads_page_empty_text_is_a_prompt():
 
 
 def test_long_text_importance_waits_for_the_button():
-    at = page("pages/heads.py", text="word " * 200)
+    at = page("pages/heads.py", text="word " * 300)  # 302 tokens: more work than the page does unasked
     assert not at.exception
     assert any("press the button" in i.value for i in at.info)
     at.button(key="heads_importance_button").click().run()

@@ -253,3 +253,16 @@ def test_encoder_keys_are_still_checked_strictly(tmp_path):
     with pytest.raises(ModelLoadError, match="lacks"):
         load_encoder(str(folder), device="cpu")
     assert json.loads((folder / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
+
+
+def test_work_estimate_counts_the_passes(minilm, tiny_mlm):
+    from models.importance import removal_ks, work_estimate
+
+    assert work_estimate(minilm, 256) == pytest.approx(2 * work_estimate(minilm, 128))
+    c = minilm.config
+    per_pass = c.n_layers * 100 * 12 * c.d_model**2
+    assert work_estimate(minilm, 100, curve=False) == pytest.approx(72 / 2 * per_pass)  # proxy: half a pass per head
+    t = tiny_mlm.config
+    curve_sets = 2 * len(removal_ks(t.n_layers * t.n_heads))  # least- and most-important-first
+    expected = (3 * 7 + curve_sets * 7) * t.n_layers * 100 * 12 * t.d_model**2  # 7 masked copies, fwd + bwd
+    assert work_estimate(tiny_mlm, 100) == pytest.approx(expected)
