@@ -128,8 +128,8 @@ def analyse_corpus(
     lines: Sequence[Line],
     mask: str | None = None,
     progress: ProgressFn | None = None,
-) -> tuple[HeadReport, list[str]]:
-    """Return the HeadReport of a corpus and notes for people (truncated lines).
+) -> tuple[HeadReport, int]:
+    """Return the HeadReport of a corpus and how many of its lines were truncated to the model's limit.
 
     Every bucket runs on the encoder's device; only the summed statistics come back to the CPU.
     """
@@ -155,10 +155,7 @@ def analyse_corpus(
             done += len(group)
             if progress is not None:
                 progress(done / len(lines), f"{done} / {len(lines)}")
-    notes = []
-    if truncated:
-        notes.append(f"{truncated} line(s) were truncated to the model's {encoder.max_tokens} tokens")
-    return acc.report(encoder.name, tokens=tokens_by_line), notes
+    return acc.report(encoder.name, tokens=tokens_by_line), truncated
 
 
 def corpus_importance(

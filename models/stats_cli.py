@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
         report = analyse(out, enc.device)
         importance = None if args.no_importance else head_importance(enc, out)
     else:
-        report, notes = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
+        report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
+        if truncated:
+            notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
         limit = args.importance_sentences or IMPORTANCE_SENTENCES
         importance = None if args.no_importance else corpus_importance(enc, lines, mask=args.mask, limit=limit)
         if importance is not None:

@@ -41,8 +41,8 @@ MAX_LINES = 2000  # the app's limit; the CLI takes any length
 @st.cache_data(show_spinner=False, max_entries=8)
 def corpus_report(
     spec: str, device: str, dtype: str, mask: str, lines: tuple[tuple[str, str | None], ...], _label: str = ""
-) -> tuple[HeadReport, list[str], float]:
-    """Return the corpus's HeadReport, notes and the seconds it took (cached per corpus and model).
+) -> tuple[HeadReport, int, float]:
+    """Return the corpus's HeadReport, how many lines were truncated, and the seconds it took (cached).
 
     The progress bar lives inside: a cached function may only touch elements it creates (on a cache hit
     Streamlit replays them, and the bar is gone again at the end).
@@ -50,8 +50,8 @@ def corpus_report(
     start = time.perf_counter()
     enc = cache.encoder(spec, device, dtype)
     with _progress_bar(_label) as progress:
-        report, notes = analyse_corpus(enc, [Line(*ln) for ln in lines], mask=mask, progress=progress)
-    return report, notes, time.perf_counter() - start
+        report, truncated = analyse_corpus(enc, [Line(*ln) for ln in lines], mask=mask, progress=progress)
+    return report, truncated, time.perf_counter() - start
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -127,12 +127,12 @@ def main() -> None:
         return
 
     try:
-        report, notes, seconds = corpus_report(spec, device, dtype, mask, plain, _label=t("corpus.running", n=len(lines)))
+        report, truncated, seconds = corpus_report(spec, device, dtype, mask, plain, _label=t("corpus.running", n=len(lines)))
     except AttnVizError as err:
         st.error(t("corpus.input_error", reason=str(err)))
         return
-    for note in notes:
-        st.warning(note)
+    if truncated:
+        st.warning(t("corpus.truncated", n=truncated, limit=enc.max_tokens))
     c = enc.config
     st.success(t("corpus.done", n=report.sentences, rows=report.rows, per=f"{report.rows / report.sentences:.1f}",
                  secs=f"{seconds:.1f}", rate=f"{report.sentences / max(seconds, 1e-9):.0f}", device=str(enc.device)))

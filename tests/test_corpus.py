@@ -58,7 +58,8 @@ def test_buckets_sort_by_length_and_keep_pairs_apart(minilm):
 @pytest.fixture(scope="module")
 def corpus_and_singles(minilm):
     lines = read_corpus(CORPUS)
-    report, notes = analyse_corpus(minilm, lines)
+    report, truncated = analyse_corpus(minilm, lines)
+    assert truncated == 0
     singles = [minilm.encode(ln.text, ln.text_b, internals=True) for ln in lines]
     return lines, report, singles
 
@@ -116,8 +117,8 @@ def test_truncated_lines_are_reported():
     from models import load_encoder
 
     tiny = load_encoder("random:tiny", device="cpu")  # 8 heads: the 512-token line stays quick
-    report, notes = analyse_corpus(tiny, [Line("word " * 600), Line("short")])
-    assert notes and "truncated" in notes[0]
+    report, truncated = analyse_corpus(tiny, [Line("word " * 600), Line("short")])
+    assert truncated == 1
     assert report.rows == 512 + 3
 
 

@@ -159,8 +159,8 @@ def pairs_section(report: HeadReport, maps: MapsFn, key: str, maps_note: str = "
 def importance_section(report: HeadReport, importance: Importance, key: str) -> None:
     st.markdown(t(f"heads.importance.measure_{importance.measure}"))
     st.caption(t("heads.importance.scaling"))
-    for note in importance.notes:
-        st.caption(note)
+    if importance.sentences < report.sentences:
+        st.caption(t("corpus.importance_note", n=importance.sentences))
     scores = importance.scores
     st.plotly_chart(importance_bars(scores, t("heads.importance.bars_title"), t("heads.axis.layer"),
                                     t("heads.importance.value")), width="stretch", key=f"{key}_imp_bars")
