@@ -13,6 +13,8 @@ state.init()
 
 PAGES = [
     st.Page("pages/explore.py", title=t("nav.explore"), icon=":material/search:", url_path="explore", default=True),
+    st.Page("pages/heads.py", title=t("nav.heads"), icon=":material/hub:", url_path="heads"),
+    st.Page("pages/corpus.py", title=t("nav.corpus"), icon=":material/library_books:", url_path="corpus"),
     st.Page("pages/masks.py", title=t("nav.masks"), icon=":material/visibility_off:", url_path="masks"),
     st.Page("pages/inside_head.py", title=t("nav.inside_head"), icon=":material/calculate:", url_path="inside_head"),
     st.Page("pages/memory.py", title=t("nav.memory"), icon=":material/memory:", url_path="memory"),

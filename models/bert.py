@@ -85,7 +85,8 @@ class SelfAttention(nn.Module):
         """Return the heads' concatenated context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
         keep: bool, broadcastable to (batch, heads, q_pos, k_pos); True = the query may attend to the key.
-        head_gates: (heads,) multipliers on each head's context (Michel et al.'s ξ; 1 = unchanged, 0 = removed).
+        head_gates: (heads,) or (batch, heads) multipliers on each head's context (Michel et al.'s ξ; 1 =
+            unchanged, 0 = removed); per-batch gates let one forward pass try a different set of heads per item.
         probs_out: float32 (batch, heads, q_pos, k_pos) to write probs into, so that the caller need not copy
             every layer's map into one tensor afterwards (no autograd through it).
         """
@@ -114,7 +115,7 @@ class SelfAttention(nn.Module):
 
         context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)
         if head_gates is not None:
-            context = context * head_gates.to(context.dtype).view(1, self.n_heads, 1, 1)
+            context = context * head_gates.to(context.dtype).view(-1, self.n_heads, 1, 1)  # (1 or B, nh, 1, 1)
         if record is not None:
             record.context.append(context)
         # Concatenate the heads back: transpose makes the memory non-contiguous, so view needs contiguous().
@@ -221,7 +222,8 @@ class BertEncoder(nn.Module):
 
         input_ids, token_type_ids: (batch, seq) long.
         keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = may attend; None = everything visible.
-        head_gates: (layers, heads) multipliers on each head's context; None = all ones.
+        head_gates: (layers, heads), or (batch, layers, heads) for per-item gates, multipliers on each head's
+            context; None = all ones.
         record: keep Q, K, V, scores, per-head context and every layer's input (see Recorder).
         """
         if token_type_ids is None:
@@ -242,7 +244,7 @@ class BertEncoder(nn.Module):
         for i, layer in enumerate(self.layers):
             if rec is not None:
                 rec.hidden_states.append(x)
-            gates = None if head_gates is None else head_gates[i]
+            gates = None if head_gates is None else head_gates[..., i, :]  # (heads,) or (batch, heads)
             x, probs = layer(x, keep, gates, rec, None if attn is None else attn[:, i])
             per_layer.append(probs)
         if rec is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import check_mask, memory
+from . import check_mask, memory, stats_cli
 from .encoder import TruncationWarning
 from .errors import AttnVizError
 
@@ -119,6 +119,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "info": ("load a model and print its shape", _info_args, _info),
     "check-mask": (check_mask.HELP, check_mask.add_args, check_mask.run),
     "memory": ("estimate the score tensor's memory and one MHA block's parameters", memory.add_args, memory.run),
+    "stats": ("per-head statistics, pattern labels, redundancy and importance", stats_cli.add_args, stats_cli.run),
 }
 
 

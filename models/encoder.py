@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
+from torch import nn
 
 from . import masks
 from .bert import INTERNAL_NAMES, BertEncoder
@@ -126,8 +127,11 @@ class Encoder:
         name: str,
         spec: str,
         source: str = "",
+        mlm_head: nn.Module | None = None,
     ):
         self.model = model.eval().requires_grad_(False)
+        # The checkpoint's masked-LM head (models.mlm.MlmHead), when it has one; head importance uses it.
+        self.mlm_head = mlm_head.eval().requires_grad_(False) if mlm_head is not None else None
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = dtype
@@ -168,6 +172,7 @@ class Encoder:
             "params": self.n_params,
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
+            "mlm_head": self.mlm_head is not None,
         }
 
     # ---- tokenization -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from .config import BertConfig
 from .device import resolve_device, resolve_dtype
 from .encoder import Encoder
 from .errors import ModelLoadError, UnsupportedArchitectureError
+from .mlm import MlmHead, has_mlm_head, port_mlm_head
 
 BUNDLED_ALIASES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "bundled")
 RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
@@ -110,19 +111,20 @@ def _port(hf_model: Any, cfg: BertConfig) -> BertEncoder:
     return ours
 
 
-def _load_hf(source: str, cfg: BertConfig) -> BertEncoder:
-    """Load a BERT checkpoint with transformers (safetensors or weights_only .bin) and port it."""
+_HF_LOAD_ARGS: dict[str, Any] = dict(
+    attn_implementation="eager", dtype=torch.float32, weights_only=True, trust_remote_code=False, output_loading_info=True
+)
+
+
+def _load_hf(source: str, cfg: BertConfig) -> tuple[BertEncoder, MlmHead | None]:
+    """Load a BERT checkpoint with transformers (safetensors or weights_only .bin) and port it.
+
+    Also returns the checkpoint's masked-LM head (`cls.predictions.*`) when it has one, else None.
+    """
     from transformers import BertModel
 
     try:
-        hf_model, info = BertModel.from_pretrained(
-            source,
-            attn_implementation="eager",
-            dtype=torch.float32,
-            weights_only=True,
-            trust_remote_code=False,
-            output_loading_info=True,
-        )
+        hf_model, info = BertModel.from_pretrained(source, **_HF_LOAD_ARGS)
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
     except Exception as err:  # safetensors raises its own error types on corrupted files
@@ -136,7 +138,27 @@ def _load_hf(source: str, cfg: BertConfig) -> BertEncoder:
             f"checkpoint {source} lacks {len(missing)} and mismatches {len(mismatched)} BERT weights "
             f"(e.g. {', '.join(names[:3])}): refusing to fill them with random values"
         )
-    return _port(hf_model, cfg)
+    encoder = _port(hf_model, cfg)
+    head = _load_mlm_head(source, cfg) if has_mlm_head(info.get("unexpected_keys", [])) else None
+    return encoder, head
+
+
+def _load_mlm_head(source: str, cfg: BertConfig) -> MlmHead | None:
+    """Return the masked-LM head of a checkpoint that carries one; None when it is incomplete.
+
+    A second, memory-mapped read of the same files (tens of ms): the BertModel load above stays exactly
+    what it was for every checkpoint, head or not.
+    """
+    from transformers import BertForMaskedLM
+
+    try:
+        hf_mlm, info = BertForMaskedLM.from_pretrained(source, **_HF_LOAD_ARGS)
+    except Exception:  # noqa: BLE001 - the encoder loaded; without a readable head importance uses its proxy
+        return None
+    gaps = [*info.get("missing_keys", []), *info.get("mismatched_keys", [])]
+    if any(str(k if isinstance(k, str) else k[0]).startswith("cls.predictions.") for k in gaps):
+        return None  # transformers would have filled the gaps with random values
+    return port_mlm_head(hf_mlm, cfg)
 
 
 def _load_tokenizer(source: str | Path) -> Any:
@@ -220,6 +242,7 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
     _quiet_transformers()
 
     lowered = spec.lower()
+    head = None  # masked-LM head, when the checkpoint has one
     if lowered.startswith("random:"):
         model, cfg = _random_encoder(spec)
         tokenizer = _load_tokenizer(bundled_model_dir())
@@ -227,7 +250,7 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
     elif lowered in BUNDLED_ALIASES:
         path = bundled_model_dir()
         cfg = BertConfig.from_json(path / "config.json")
-        model = _load_hf(str(path), cfg)
+        model, head = _load_hf(str(path), cfg)
         tokenizer = _load_tokenizer(path)
         name, source = "all-MiniLM-L6-v2 (bundled)", str(path)
     elif os.path.exists(os.path.expanduser(spec)):
@@ -238,14 +261,14 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
         cfg = BertConfig.from_json(path / "config.json")
         if not any((path / f).is_file() for f in _TOKENIZER_FILES):
             raise ModelLoadError(f"{path} has no vocabulary (vocab.txt or tokenizer.json)")
-        model = _load_hf(str(path), cfg)
+        model, head = _load_hf(str(path), cfg)
         tokenizer = _load_tokenizer(path)
         name, source = path.name, str(path)
     elif spec.startswith(("/", ".", "~")) or "\\" in spec or spec.count("/") > 1:
         raise ModelLoadError(f"folder {spec!r} does not exist")
     elif _HF_ID.match(spec):
         cfg = BertConfig.from_hf(_hf_config(spec))
-        model = _load_hf(spec, cfg)
+        model, head = _load_hf(spec, cfg)
         tokenizer = _load_tokenizer(spec)
         name, source = spec, "Hugging Face hub / cache"
     else:
@@ -258,5 +281,9 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
             f"the tokenizer has {len(tokenizer)} tokens but the model's embedding only {cfg.vocab_size}"
         )
     model = model.to(device=dev, dtype=dt)
-    return Encoder(model, tokenizer, dev, dt, name=name, spec=spec, source=source)
+    if head is not None:
+        head = head.to(device=dev, dtype=dt)
+        if head.decoder is None:
+            head.tie(model.embeddings.word_embeddings)
+    return Encoder(model, tokenizer, dev, dt, name=name, spec=spec, source=source, mlm_head=head)
 

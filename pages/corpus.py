@@ -1,0 +1,172 @@
+"""Corpus: the head statistics, redundancy and importance over many sentences, pasted or uploaded."""
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import streamlit as st
+
+from models import AttnVizError
+from models.corpus import (
+    IMPORTANCE_SENTENCES,
+    Line,
+    analyse_corpus,
+    corpus_importance,
+    is_bert_base,
+    read_corpus,
+    read_corpus_file,
+)
+from models.heads import HeadReport
+from models.importance import Importance
+from ui import cache, state
+from ui.heads_view import (
+    duplicates_section,
+    importance_section,
+    labels_section,
+    pairs_section,
+    published_section,
+    redundancy_section,
+    shares_section,
+    table_section,
+)
+from ui.sidebar import current_encoder
+from ui.state import t
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "corpus_en.txt"
+MAX_LINES = 2000  # the app's limit; the CLI takes any length
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def corpus_report(
+    spec: str, device: str, dtype: str, mask: str, lines: tuple[tuple[str, str | None], ...], _label: str = ""
+) -> tuple[HeadReport, int, float]:
+    """Return the corpus's HeadReport, how many lines were truncated, and the seconds it took (cached).
+
+    The progress bar lives inside: a cached function may only touch elements it creates (on a cache hit
+    Streamlit replays them, and the bar is gone again at the end).
+    """
+    start = time.perf_counter()
+    enc = cache.encoder(spec, device, dtype)
+    with _progress_bar(_label) as progress:
+        report, truncated = analyse_corpus(enc, [Line(*ln) for ln in lines], mask=mask, progress=progress)
+    return report, truncated, time.perf_counter() - start
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def corpus_head_importance(
+    spec: str, device: str, dtype: str, mask: str, lines: tuple[tuple[str, str | None], ...], _label: str = ""
+) -> Importance:
+    """Return head importance over the corpus's first lines (cached per corpus and model), with a progress bar."""
+    enc = cache.encoder(spec, device, dtype)
+    with _progress_bar(_label) as progress:
+        return corpus_importance(enc, [Line(*ln) for ln in lines], mask=mask, progress=progress)
+
+
+def _load_example() -> None:
+    st.session_state["corpus_text"] = EXAMPLE.read_text(encoding="utf-8")
+
+
+def _lines() -> list[Line] | None:
+    """Return the corpus from the uploaded file, else the text box; None (after a message) when there is none."""
+    uploaded = st.session_state.get("corpus_file")
+    try:
+        if uploaded is not None:
+            lines = read_corpus_file(uploaded.getvalue(), uploaded.name)
+            st.caption(t("corpus.source_upload", name=uploaded.name, n=len(lines)))
+        elif (st.session_state.get("corpus_text") or "").strip():
+            lines = read_corpus(st.session_state["corpus_text"])
+        else:
+            st.info(t("corpus.empty"))
+            return None
+    except AttnVizError as err:
+        st.error(t("corpus.input_error", reason=str(err)))
+        return None
+    if len(lines) > MAX_LINES:
+        st.warning(t("corpus.too_many", limit=MAX_LINES, n=len(lines)))
+        lines = lines[:MAX_LINES]
+    return lines
+
+
+@contextmanager
+def _progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
+    """Show a progress bar while the block runs; yield the callback that moves it."""
+    bar = st.progress(0.0, text=label)
+    try:
+        yield lambda fraction, what: bar.progress(min(1.0, fraction), text=f"{label} {100 * fraction:.0f} %")
+    finally:
+        bar.empty()
+
+
+def main() -> None:
+    st.title(t("corpus.title"))
+    st.caption(t("corpus.intro"))
+    enc = current_encoder()
+    if enc is None:
+        return
+    if "corpus_text" not in st.session_state:
+        st.session_state["corpus_text"] = ""
+    left, right = st.columns([3, 2])
+    with left:
+        st.text_area(t("corpus.text"), key="corpus_text", height=190, placeholder=t("corpus.placeholder"))
+    with right:
+        st.file_uploader(t("corpus.upload"), type=["txt"], key="corpus_file")
+        st.button(t("corpus.example"), key="corpus_example_button", on_click=_load_example)
+    lines = _lines()
+    if lines is None:
+        return
+    spec, device, dtype, mask = state.get("model"), state.get("device"), state.get("dtype"), state.get("mask")
+    digest = hashlib.sha1("\n".join(f"{ln.text}\t{ln.text_b or ''}" for ln in lines).encode()).hexdigest()
+    key = (spec, device, dtype, mask, digest)
+    plain = tuple((ln.text, ln.text_b) for ln in lines)
+    if st.button(t("corpus.run", n=len(lines)), type="primary", key="corpus_run"):
+        st.session_state["corpus_key"] = key
+    if st.session_state.get("corpus_key") != key:
+        st.info(t("corpus.press_run") if "corpus_key" not in st.session_state else t("corpus.changed"))
+        return
+
+    try:
+        report, truncated, seconds = corpus_report(spec, device, dtype, mask, plain, _label=t("corpus.running", n=len(lines)))
+    except AttnVizError as err:
+        st.error(t("corpus.input_error", reason=str(err)))
+        return
+    if truncated:
+        st.warning(t("corpus.truncated", n=truncated, limit=enc.max_tokens))
+    c = enc.config
+    st.success(t("corpus.done", n=report.sentences, rows=report.rows, per=f"{report.rows / report.sentences:.1f}",
+                 secs=f"{seconds:.1f}", rate=f"{report.sentences / max(seconds, 1e-9):.0f}", device=str(enc.device)))
+
+    bert_base = is_bert_base(c.n_layers, c.n_heads, c.d_model)
+    shares_section(report, bert_base, "corpus")
+    if bert_base:
+        published_section(report, enc.name)
+    else:
+        st.info(t("corpus.not_bert_base", model=enc.name, layers=c.n_layers, heads=c.n_heads))
+    labels_section(report)
+
+    imp = None
+    if st.session_state.get("corpus_importance_key") == key:
+        imp = corpus_head_importance(spec, device, dtype, mask, plain, _label=t("heads.computing_importance"))
+    table_section(report, imp)
+    redundancy_section(report, "corpus")
+
+    duplicates_section(report, "corpus")
+    n = st.number_input(t("corpus.example_line"), 1, len(lines), 1, key="corpus_example_line")
+    line = lines[int(n) - 1]
+    example = cache.encode(spec, device, dtype, line.text, line.text_b or "", mask)
+    attn = example.attentions.numpy()
+    pairs_section(report, lambda i: (attn[i // c.n_heads, i % c.n_heads], list(example.tokens)), "corpus",
+                  maps_note=t("corpus.pairs_on", n=int(n), text=line.text + (f" ⇥ {line.text_b}" if line.text_b else "")))
+
+    st.subheader(t("heads.importance.title"))
+    if imp is None:
+        st.info(t("corpus.importance_note", n=min(len(lines), IMPORTANCE_SENTENCES)))
+        if st.button(t("heads.importance.compute"), key="corpus_importance_button"):
+            st.session_state["corpus_importance_key"] = key
+            st.rerun()
+    else:
+        importance_section(report, imp, "corpus")
+
+
+main()

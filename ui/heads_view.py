@@ -1,0 +1,223 @@
+"""Sections the Heads and Corpus pages share: labels, the statistics table, redundancy, near-duplicates,
+importance and per-layer shares. Streamlit only: numbers come from models.heads / models.importance, figures
+from viz.heads / viz.redundancy, words from ui/locales/*/heads.toml.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from models.corpus import PUBLISHED, our_published_figures
+from models.heads import LABELS, THRESHOLDS, HeadReport, closest_pairs, near_duplicates_per_layer, nearest
+from models.importance import Importance
+from viz.heads import importance_bars, importance_vs_redundancy, label_grid, removal_curve, shares_by_layer
+from viz.redundancy import head_map, near_duplicate_bars, pair_maps, redundancy_heatmap
+
+from .state import t
+
+DUPLICATE_THRESHOLD = 0.05  # nats per query row: below this two heads' maps are near-duplicates
+MAX_PAIRS = 3
+
+# (map (q_pos, k_pos), tokens) of one head, by layer-major index: for the pairs shown side by side.
+MapsFn = Callable[[int], tuple[np.ndarray, list[str]]]
+
+
+def label_names() -> dict[str, str]:
+    return {k: t(f"heads.label.{k}") for k in LABELS}
+
+
+def labels_section(report: HeadReport) -> None:
+    st.subheader(t("heads.labels.title"))
+    hover = _hover(report)
+    short = {k: t(f"heads.label_short.{k}") for k in LABELS}
+    fig = label_grid(report.labels, label_names(), short, hover, "", t("heads.axis.layer"), t("heads.axis.head"))
+    st.plotly_chart(fig, width="stretch", key="heads_label_grid")
+    st.caption(t("heads.labels.grid_title"))
+    counts = {k: int((report.labels == k).sum()) for k in LABELS}
+    st.markdown(t("heads.labels.rules", **{k: f"{v:g}" for k, v in THRESHOLDS.items()},
+                  pct_prev=f"{100 * THRESHOLDS['prev']:.0f}", pct_cls=f"{100 * THRESHOLDS['cls']:.0f}",
+                  pct_block=f"{100 * THRESHOLDS['block']:.0f}"))
+    st.caption(" · ".join(f"{label_names()[k]}: {v}" for k, v in counts.items() if v))
+
+
+def _hover(report: HeadReport) -> np.ndarray:
+    s = report.stats
+    names = label_names()
+    out = np.empty(report.labels.shape, dtype=object)
+    for layer in range(report.n_layers):
+        for head in range(report.n_heads):
+            out[layer, head] = t(
+                "heads.labels.hover", name=f"L{layer}H{head}", label=names[str(report.labels[layer, head])],
+                entropy=f"{s['entropy'][layer, head]:.2f}", norm=f"{s['entropy_norm'][layer, head]:.2f}",
+                cls=f"{100 * s['cls'][layer, head]:.0f}", sep=f"{100 * s['sep'][layer, head]:.0f}",
+                punct=f"{100 * s['punct'][layer, head]:.0f}", prev=f"{100 * s['prev'][layer, head]:.0f}",
+                next=f"{100 * s['next'][layer, head]:.0f}",
+            )
+    return out
+
+
+def table_section(report: HeadReport, importance: Importance | None) -> None:
+    st.subheader(t("heads.table.title"))
+    s = report.stats
+    close, idx = nearest(report.js_per_row)
+    names = report.names
+    data: dict[str, object] = {
+        t("heads.col.head_name"): names,
+        t("heads.col.label"): [label_names()[str(x)] for x in report.labels.ravel()],
+        t("heads.col.entropy"): s["entropy"].ravel(),
+        t("heads.col.entropy_norm"): s["entropy_norm"].ravel(),
+    }
+    for k in ("cls", "sep", "punct", "self", "prev", "next", "confidence"):
+        data[t(f"heads.col.{k}")] = 100 * s[k].ravel()
+    data[t("heads.col.distance")] = s["distance"].ravel()
+    if report.pairs:
+        data[t("heads.col.block")] = 100 * s["block"].ravel()
+    data[t("heads.col.nearest")] = [names[i] for i in idx]
+    data[t("heads.col.nearest_js")] = close
+    if importance is not None:
+        data[t("heads.col.importance")] = importance.scores.ravel()
+    df = pd.DataFrame(data)
+    pct = st.column_config.NumberColumn(format="%.1f %%")
+    config = {t(f"heads.col.{k}"): pct for k in ("cls", "sep", "punct", "self", "prev", "next", "confidence", "block")}
+    config[t("heads.col.entropy")] = st.column_config.NumberColumn(format="%.2f")
+    config[t("heads.col.entropy_norm")] = st.column_config.NumberColumn(format="%.2f")
+    config[t("heads.col.distance")] = st.column_config.NumberColumn(format="%.1f")
+    config[t("heads.col.nearest_js")] = st.column_config.NumberColumn(format="%.3f")
+    config[t("heads.col.importance")] = st.column_config.NumberColumn(format="%.2f")
+    st.dataframe(df, column_config=config, hide_index=True, width="stretch", height=420, key="heads_table")
+    st.caption(t("heads.table.caption", rows=report.rows, sentences=report.sentences))
+
+
+def redundancy_section(report: HeadReport, key: str) -> None:
+    st.subheader(t("heads.redundancy.title"))
+    metric = st.radio(
+        t("heads.redundancy.metric"), ["js", "cosine", "cka"], horizontal=True, key=f"{key}_metric",
+        format_func=lambda m: t(f"heads.redundancy.{m}"),
+    )
+    matrix = {"js": report.js_per_row, "cosine": report.cosine, "cka": report.cka}[metric]
+    fig = redundancy_heatmap(
+        matrix, report.order, report.names, report.n_heads,
+        t("heads.redundancy.heatmap_title", metric=t(f"heads.redundancy.{metric}"), n=len(report.names)),
+        t(f"heads.redundancy.{metric}_value"), similarity=metric != "js",
+    )
+    st.plotly_chart(fig, width="stretch", key=f"{key}_heatmap")
+    st.caption(t("heads.redundancy.caption", rows=report.rows))
+    if metric == "cka":
+        st.caption(t("heads.redundancy.cka_note"))
+    fig = head_map(report.coords, report.names, report.n_heads, list(report.labels.ravel()), label_names(),
+                   t("heads.redundancy.map_title"), t("heads.axis.layer"))
+    st.plotly_chart(fig, width="stretch", key=f"{key}_map")
+    st.caption(t("heads.redundancy.map_caption", stress=f"{report.stress:.2f}"))
+
+
+def duplicates_section(report: HeadReport, key: str) -> None:
+    """Near-duplicates per layer under an adjustable threshold; ends with the heading of `pairs_section`."""
+    st.subheader(t("heads.dupes.title"))
+    threshold = st.slider(
+        t("heads.dupes.threshold"), 0.0, 0.3, DUPLICATE_THRESHOLD, 0.005, format="%.3f", key=f"{key}_threshold",
+        help=t("heads.dupes.threshold_help"),
+    )
+    counts = near_duplicates_per_layer(report.js_per_row, report.n_layers, threshold)
+    left, right = st.columns(2)
+    with left:
+        st.markdown("\n".join(
+            "- " + t("heads.dupes.line", k=int(c), n=report.n_heads, layer=layer, t=f"{threshold:.3f}")
+            for layer, c in enumerate(counts)
+        ))
+        st.caption(t("heads.dupes.anywhere"))
+    with right:
+        st.plotly_chart(
+            near_duplicate_bars(counts, report.n_heads, t("heads.dupes.bars_title", t=f"{threshold:.3f}"),
+                                t("heads.axis.layer"), t("heads.dupes.count")),
+            width="stretch", key=f"{key}_dupe_bars",
+        )
+    st.markdown("**" + t("heads.dupes.pairs_title") + "**")
+
+
+def pairs_section(report: HeadReport, maps: MapsFn, key: str, maps_note: str = "") -> None:
+    """The most redundant pairs of heads (smallest JS), their maps side by side."""
+    if maps_note:
+        st.caption(maps_note)
+    pairs = []
+    tokens: list[str] = []
+    names = report.names
+    for a, b, js in closest_pairs(report.js_per_row, MAX_PAIRS):
+        (ma, tokens), (mb, _) = maps(a), maps(b)
+        cka = report.cka[a, b]
+        caption = t("heads.dupes.pair_caption", js=f"{js:.3f}", cos=f"{report.cosine[a, b]:.2f}",
+                    cka="–" if math.isnan(cka) else f"{cka:.2f}")
+        pairs.append((ma, mb, names[a], names[b], caption))
+    if pairs:
+        st.plotly_chart(pair_maps(pairs, tokens), width="stretch", key=f"{key}_pairs")
+
+
+def importance_section(report: HeadReport, importance: Importance, key: str) -> None:
+    st.markdown(t(f"heads.importance.measure_{importance.measure}"))
+    st.caption(t("heads.importance.scaling"))
+    if importance.sentences < report.sentences:
+        st.caption(t("corpus.importance_note", n=importance.sentences))
+    scores = importance.scores
+    st.plotly_chart(importance_bars(scores, t("heads.importance.bars_title"), t("heads.axis.layer"),
+                                    t("heads.importance.value")), width="stretch", key=f"{key}_imp_bars")
+    left, right = st.columns(2)
+    curve = importance.curve
+    if curve is not None:
+        with left:
+            fig = removal_curve(curve.ks, curve.least_first, curve.most_first, report.n_layers * report.n_heads,
+                                t("heads.importance.removal_title"), t("heads.importance.removed"),
+                                t(f"heads.importance.unit_{curve.measure}"), t("heads.importance.least"),
+                                t("heads.importance.most"))
+            st.plotly_chart(fig, width="stretch", key=f"{key}_removal")
+            st.caption(t(f"heads.importance.removal_caption_{curve.measure}"))
+    with right:
+        close, _ = nearest(report.js_per_row)
+        fig = importance_vs_redundancy(scores, close, report.names, report.n_heads, t("heads.importance.scatter_title"),
+                                       t("heads.importance.scatter_x"), t("heads.importance.value"),
+                                       t("heads.axis.layer"))
+        st.plotly_chart(fig, width="stretch", key=f"{key}_imp_scatter")
+        st.caption(t("heads.importance.scatter_caption"))
+
+
+def shares_section(report: HeadReport, bert_base: bool, key: str) -> None:
+    st.subheader(t("heads.shares.title"))
+    bands = lines = None
+    if bert_base:
+        lo, hi = PUBLISHED["sep_layers"]  # type: ignore[misc]
+        early = PUBLISHED["cls_early_layers"]
+        bands = {"sep": (lo, hi, t("corpus.band_sep")), "cls": (min(early), max(early), t("corpus.band_cls"))}  # type: ignore[call-overload, type-var]
+        lines = {"sep": float(PUBLISHED["sep_share"])}  # type: ignore[arg-type]
+    fig = shares_by_layer(
+        {k: report.stats[k] for k in ("cls", "sep", "punct")},
+        {k: t(f"heads.shares.{k}") for k in ("cls", "sep", "punct")},
+        t("heads.axis.layer"), t("heads.shares.share"), t("heads.shares.mean"), t("heads.shares.head"),
+        bands=bands, lines=lines,
+    )
+    st.plotly_chart(fig, width="stretch", key=f"{key}_shares")
+    st.caption(t("heads.shares.caption"))
+
+
+def published_section(report: HeadReport, model: str) -> None:
+    """The published BERT-base findings beside ours (call only for a BERT-base-shaped model)."""
+    st.markdown("**" + t("corpus.published_title") + "**")
+    ours = our_published_figures(report)
+
+    def layers(xs: list[int]) -> str:
+        return t("corpus.layers_list", layers=", ".join(map(str, xs))) if xs else t("corpus.none")
+
+    rows = [
+        (t("corpus.fact_sep"), t("corpus.pub_sep"), f"{100 * ours['sep_share']:.1f} %"),  # type: ignore[operator]
+        (t("corpus.fact_cls"), t("corpus.pub_cls"),
+         t("corpus.ours_cls", early=f"{100 * ours['cls_early']:.1f}", rest=f"{100 * ours['cls_rest']:.1f}")),  # type: ignore[operator]
+        (t("corpus.fact_prev"), t("corpus.pub_prev"), layers(ours["prev_layers"])),  # type: ignore[arg-type]
+        (t("corpus.fact_next"), t("corpus.pub_next"), layers(ours["next_layers"])),  # type: ignore[arg-type]
+        (t("corpus.fact_entropy"), t("corpus.pub_entropy"),
+         t("corpus.ours_entropy", value=f"{ours['last_cls_entropy']:.2f}", tokens=f"{ours['tokens_per_sentence']:.0f}")),
+    ]
+    df = pd.DataFrame(rows, columns=[t("corpus.fact"), t("corpus.published"), t("corpus.ours", model=model)])
+    st.table(df.set_index(t("corpus.fact")))
+    st.caption(t("corpus.published_caption", model=model))
