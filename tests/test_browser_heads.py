@@ -44,7 +44,7 @@ def _open(chromium, app_url, lang: str, page_name: str):
     page.goto(f"{app_url}/?text={quote(TEXT)}&lang={lang}")
     # Let the first run reach st.navigation before switching page (else Streamlit runs the page file alone).
     page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 1", timeout=LOAD_MS)
-    page.locator("[data-testid=stSidebarNav] a", has_text=WORDS[lang][page_name]).click()
+    page.locator(f"[data-testid=stSidebarNav] a[href$='/{page_name}']").click()  # by URL: 注意力头 ⊂ 注意力头内部
     return page, errors
 
 
