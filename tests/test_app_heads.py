@@ -34,7 +34,7 @@ def titles(at: AppTest) -> list[str]:
 
 
 def test_heads_page_shows_every_section():
-    at = page("pages/heads.py")
+    at = page("app_pages/heads.py")
     assert not at.exception and not at.error
     assert [h.value for h in at.subheader] == [
         "What each head does", "Statistics per head", "Redundancy between heads", "Near-duplicate heads",
@@ -57,7 +57,7 @@ def test_heads_page_shows_every_section():
 
 
 def test_heads_page_metric_switch_and_threshold():
-    at = page("pages/heads.py")
+    at = page("app_pages/heads.py")
     for metric in ("cosine", "cka", "js"):
         at.radio(key="heads_metric").set_value(metric).run()
         assert not at.exception
@@ -70,13 +70,13 @@ def test_heads_page_metric_switch_and_threshold():
 
 
 def test_heads_page_empty_text_is_a_prompt():
-    at = page("pages/heads.py", text="   ")
+    at = page("app_pages/heads.py", text="   ")
     assert not at.exception and not at.error
     assert any("Type a sentence" in i.value for i in at.info)
 
 
 def test_long_text_importance_waits_for_the_button():
-    at = page("pages/heads.py", text="word " * 300)  # 302 tokens: more work than the page does unasked
+    at = page("app_pages/heads.py", text="word " * 300)  # 302 tokens: more work than the page does unasked
     assert not at.exception
     assert any("press the button" in i.value for i in at.info)
     at.button(key="heads_importance_button").click().run()
@@ -85,7 +85,7 @@ def test_long_text_importance_waits_for_the_button():
 
 
 def test_corpus_page_runs_the_example():
-    at = page("pages/corpus.py")
+    at = page("app_pages/corpus.py")
     assert not at.exception and any("Paste some sentences" in i.value for i in at.info)
     at.button(key="corpus_example_button").click().run()
     example = at.text_area(key="corpus_text").value.splitlines()
@@ -105,7 +105,7 @@ def test_corpus_page_runs_the_example():
 
 
 def test_corpus_page_bad_input():
-    at = page("pages/corpus.py")
+    at = page("app_pages/corpus.py")
     at.text_area(key="corpus_text").set_value("\n \n").run()
     assert not at.exception
     assert any("Paste some sentences" in i.value for i in at.info)
@@ -119,7 +119,7 @@ def bert_base_folder(tmp_path_factory):
 
 
 def test_corpus_page_sets_published_values_beside_ours_for_bert_base(bert_base_folder):
-    at = page("pages/corpus.py", model=str(bert_base_folder))
+    at = page("app_pages/corpus.py", model=str(bert_base_folder))
     at.text_area(key="corpus_text").set_value("The cat sat on the mat.\nA dog barked, loudly.\nFirst part.\tSecond part.").run()
     at.button(key="corpus_run").click().run()
     assert not at.exception and not at.error

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from ui.i18n import LANGUAGES, translate
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = {"inside": "pages/inside_head.py", "memory": "pages/memory.py", "trouble": "pages/troubleshooting.py"}
+PAGES = {"inside": "app_pages/inside_head.py", "memory": "app_pages/memory.py", "trouble": "app_pages/troubleshooting.py"}
 TITLES = {"inside": "inside.title", "memory": "memory.title", "trouble": "trouble.title"}
 
 

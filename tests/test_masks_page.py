@@ -93,7 +93,7 @@ def _app(**query) -> AppTest:
     for k, v in query.items():
         at.query_params[k] = v
     at.run()
-    return at.switch_page("pages/masks.py").run()
+    return at.switch_page("app_pages/masks.py").run()
 
 
 def _charts(at: AppTest) -> list[dict]:
@@ -150,7 +150,7 @@ def test_page_in_chinese():
     # One run only: AppTest formats a translated selectbox outside the session on a rerun, in English.
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.session_state["lang"] = "zh"
-    at.switch_page("pages/masks.py").run()
+    at.switch_page("app_pages/masks.py").run()
     assert not at.exception
     assert at.title[0].value == "检查注意力掩码"
     assert at.success and at.success[0].value.startswith("通过")

@@ -95,21 +95,3 @@ def t_fixed() -> Callable[..., str]:
 
     lang = st.session_state.get("lang", DEFAULT_LANGUAGE)
     return lambda key, **values: translate(lang, key, **values)
-
-
-def ensure_app_shell() -> None:
-    """Rerun through app.py when Streamlit ran this page without it (call first thing in every page).
-
-    Streamlit (1.65) has a `pages/` folder mode: while `PagesManager.uses_pages_directory` is set, a page's URL runs
-    pages/<name>.py on its own — no app.py, so no sidebar, no state, no presentation mode. The flag is set when the
-    server starts (the first session opened on /inside_head?present=1, a lecturer's bookmark, gets this) and by
-    AppTest before every run; app.py's st.navigation clears it. Clearing it here and rerunning lands on the same
-    page, through app.py.
-    """
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # a Streamlit without the pages/ folder mode
-        return
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()

@@ -8,7 +8,7 @@ import streamlit as st
 from models import AttnVizError, memory, troubleshoot
 from ui import lecture, mask_report, presentation, state
 from ui.sidebar import current_encoder, current_output
-from ui.state import ensure_app_shell, t
+from ui.state import t
 from viz.lecture import attention_map, compare_bars, heads_grid
 
 ROWS = ("loss", "nan", "mask", "concat", "oom", "single", "slow", "uniform")  # the tutorial's order (section 7)
@@ -131,7 +131,7 @@ def _demo_oom(out, enc) -> None:
         long_bytes=memory.fmt_bytes(long.score_bytes), ratio=f"{(4096 / out.seq) ** 2:,.0f}",
         flash=memory.fmt_bytes(long.flash_bytes),
     ))
-    st.page_link("pages/memory.py", label=t("trouble.demo.oom_link"), icon=":material/memory:")
+    st.page_link("app_pages/memory.py", label=t("trouble.demo.oom_link"), icon=":material/memory:")
 
 
 def _demo_single(out, layer: int, font: int) -> None:
@@ -145,7 +145,7 @@ def _demo_single(out, layer: int, font: int) -> None:
     maps = out.attentions[layer].numpy()
     st.plotly_chart(heads_grid(maps, titles, t("inside.fig.heads", heads=h, d_k=out.queries.shape[-1]), font_size=font),
                     width="stretch", key="trouble_single_grid")
-    st.page_link("pages/inside_head.py", label=t("trouble.demo.single_link"), icon=":material/calculate:")
+    st.page_link("app_pages/inside_head.py", label=t("trouble.demo.single_link"), icon=":material/calculate:")
 
 
 def _demo_slow(out, enc) -> None:
@@ -169,7 +169,6 @@ def _demo_uniform(out, layer: int, font: int) -> None:
 
 
 def main() -> None:
-    ensure_app_shell()
     st.title(t("trouble.title"))
     st.markdown(t("trouble.intro"))
     _table()

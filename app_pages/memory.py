@@ -5,7 +5,7 @@ import streamlit as st
 from models import memory
 from ui import presentation, state
 from ui.sidebar import current_encoder
-from ui.state import ensure_app_shell, t
+from ui.state import t
 from viz.lecture import memory_chart
 
 # The tutorial's example (section 6): batch 2, 12 heads, seq 512, BERT-base width, fp16.
@@ -124,7 +124,6 @@ def _measured(font: int) -> None:
 
 
 def main() -> None:
-    ensure_app_shell()
     st.title(t("memory.title"))
     st.markdown(t("memory.intro"))
     font = presentation.figure_font()

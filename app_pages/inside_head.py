@@ -8,7 +8,7 @@ import streamlit as st
 from models.steps import STEP_KEYS, HeadSteps, OneVsMany
 from ui import lecture, presentation
 from ui.sidebar import current_encoder, current_output
-from ui.state import ensure_app_shell, t
+from ui.state import t
 from viz.lecture import attention_map, compare_bars, heads_grid, matrix_heatmap, token_bars, vector_strip
 
 SLIDES = (*STEP_KEYS, "one_vs_many", "params")  # a slide each; the last two are "One head vs many"
@@ -185,7 +185,6 @@ def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:
 
 
 def main() -> None:
-    ensure_app_shell()
     slide_mode = presentation.active()
     if not slide_mode:
         st.title(t("inside.title"))
