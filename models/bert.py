@@ -193,7 +193,7 @@ class LayerStack(nn.Module):
 @dataclass
 class ForwardResult:
     last_hidden: torch.Tensor  # [batch, seq, d_model]
-    attentions: torch.Tensor  # [batch, layers, heads, q_pos, k_pos], float32
+    attentions: torch.Tensor  # [batch, layers, heads, q_pos, k_pos], float32 (layers lead in memory)
     record: Recorder | None = None
 
 
@@ -232,10 +232,11 @@ class BertEncoder(nn.Module):
         B, T = input_ids.shape  # batch, seq
         cfg = self.config
         # Without autograd, softmax writes each layer's map straight into the result: no copy at the end
-        # (at 512 tokens on BERT-base that copy alone costs ~40 ms on 2 CPU cores).
+        # (at 512 tokens on BERT-base that copy alone costs ~40 ms on 2 CPU cores). Layers lead in memory so that
+        # each layer's slot (batch, heads, q, k) is contiguous; the result is a (batch, layers, …) view of it.
         direct = not torch.is_grad_enabled()
         attn = (
-            torch.empty(B, cfg.n_layers, cfg.n_heads, T, T, dtype=torch.float32, device=input_ids.device)
+            torch.empty(cfg.n_layers, B, cfg.n_heads, T, T, dtype=torch.float32, device=input_ids.device)
             if direct
             else None
         )
@@ -245,9 +246,9 @@ class BertEncoder(nn.Module):
             if rec is not None:
                 rec.hidden_states.append(x)
             gates = None if head_gates is None else head_gates[..., i, :]  # (heads,) or (batch, heads)
-            x, probs = layer(x, keep, gates, rec, None if attn is None else attn[:, i])
+            x, probs = layer(x, keep, gates, rec, None if attn is None else attn[i])
             per_layer.append(probs)
         if rec is not None:
             rec.hidden_states.append(x)
-        attentions = attn if attn is not None else torch.stack(per_layer, dim=1)
+        attentions = attn.transpose(0, 1) if attn is not None else torch.stack(per_layer, dim=1)
         return ForwardResult(last_hidden=x, attentions=attentions, record=rec)

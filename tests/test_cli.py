@@ -129,3 +129,12 @@ def test_hf_id_loads_from_the_local_cache(tiny_dir, tmp_path):
     info = json.loads(r.stdout)
     assert (info["layers"], info["heads"], info["d_model"]) == (2, 4, 64)
     assert info["name"] == "local/tiny-bert"
+
+
+def test_closed_pipe_is_not_a_traceback():
+    """`python -m models export --json | head` must end quietly when head stops reading."""
+    cmd = f"{sys.executable} -m models export --model random:tiny --text '{'word ' * 300}' --json | head -c 10"
+    r = subprocess.run(["bash", "-c", "set -o pipefail; " + cmd], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"})
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+    assert r.returncode == 0
