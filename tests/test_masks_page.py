@@ -155,3 +155,18 @@ def test_page_in_chinese():
     assert at.title[0].value == "检查注意力掩码"
     assert at.success and at.success[0].value.startswith("通过")
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_chinese_page_survives_a_second_run():
+    """Translated selectbox labels must still match on the next run (AppTest formats options after the run)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["lang"] = "zh"
+    at.run()
+    at.switch_page("app_pages/masks.py").run()
+    at.selectbox(key="mc_example").set_value(list(EXAMPLES)[1]).run()
+    at.radio(key="mc_source").set_value("expression").run()
+    at.selectbox(key="mc_convention").set_value("drop").run()
+    assert not at.exception
+    assert at.session_state["mc_convention"] == "drop"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import streamlit as st
 import torch
 
@@ -17,15 +15,6 @@ from .state import EXAMPLES, t
 MODEL_CHOICES = ("minilm", "bert-base-uncased", "bert-base-chinese", "random:minilm", "random:bert-base", "random:tiny")
 CUSTOM = "custom"
 MASK_KINDS = ("bidirectional", "causal", "window", "prefix")
-
-
-def _labels(prefix: str, options) -> Callable[[str], str]:
-    """Return a format_func with the labels of this run's language baked in.
-
-    A lambda calling t() would be re-evaluated later outside the script run (AppTest does), in the default language.
-    """
-    labels = {o: t(f"{prefix}.{o.replace(':', '_').replace('-', '_')}") for o in options}
-    return labels.__getitem__
 
 
 def _apply_example() -> None:
@@ -46,7 +35,7 @@ def _model_picker() -> None:
         t("sidebar.model"),
         options,
         key=choice_key,
-        format_func=_labels("sidebar.model_choice", options),
+        format_func=lambda o: t(f"sidebar.model_choice.{o.replace(':', '_').replace('-', '_')}"),
         help=t("sidebar.model_help"),
     )
     if choice == CUSTOM:
@@ -63,7 +52,7 @@ def _mask_picker() -> None:
     if "mask_kind" not in st.session_state:
         st.session_state["mask_kind"] = kind
     kind = st.selectbox(
-        t("sidebar.mask"), MASK_KINDS, key="mask_kind", format_func=_labels("sidebar.mask_kind", MASK_KINDS),
+        t("sidebar.mask"), MASK_KINDS, key="mask_kind", format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
         help=t("sidebar.mask_help"),
     )
     if kind in ("window", "prefix"):
@@ -107,7 +96,7 @@ def render() -> None:
             index=None,
             key="example",
             placeholder=t("sidebar.examples_placeholder"),
-            format_func=_labels("sidebar.example", EXAMPLES),
+            format_func=lambda k: t(f"sidebar.example.{k}"),
             on_change=_apply_example,
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))

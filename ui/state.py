@@ -6,7 +6,6 @@ URL, then from DEFAULTS.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -79,19 +78,19 @@ def get(key: str) -> Any:
 
 
 def t(key: str, **values: Any) -> str:
-    """Return the string for key in the current language."""
-    from .i18n import translate
+    """Return the string for key in the current language.
 
-    return translate(st.session_state.get("lang", DEFAULT_LANGUAGE), key, **values)
-
-
-def t_fixed() -> Callable[..., str]:
-    """Return `t` bound to the current language, for widgets' format_func.
-
-    Streamlit (and AppTest) may call a format_func after the script run, where the session's language cannot
-    be read any more; a plain `t` would then answer in English.
+    Outside a script run (AppTest formats a selectbox's options after the run, through its format_func) there is
+    no session to read: the language of the last run in this process is used, not silently English.
     """
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
     from .i18n import translate
 
-    lang = st.session_state.get("lang", DEFAULT_LANGUAGE)
-    return lambda key, **values: translate(lang, key, **values)
+    global _last_lang
+    if get_script_run_ctx() is not None:
+        _last_lang = st.session_state.get("lang", DEFAULT_LANGUAGE)
+    return translate(_last_lang, key, **values)
+
+
+_last_lang = DEFAULT_LANGUAGE
