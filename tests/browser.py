@@ -115,3 +115,18 @@ def full_screenshot(page, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def watch_errors(page) -> list[str]:
+    """Collect the page's script errors, console errors and failed requests, except Streamlit's own probes.
+
+    Opened on a page URL, Streamlit's frontend first looks for its server under that path
+    (/inside_head/_stcore/health), gets 404 and falls back to the root: not an error of ours.
+    """
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text)
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
+            if r.status >= 400 and "/_stcore/" not in r.url and "favicon" not in r.url else None)
+    return errors

@@ -9,24 +9,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.browser import ARTIFACTS, app_server, browser, full_screenshot, have_browser
+from tests.browser import ARTIFACTS, full_screenshot, have_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not have_browser(), reason="needs /usr/bin/chromium and playwright")]
 
 LOAD_MS = 120_000
 LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:", "file://")
 
-
-@pytest.fixture(scope="module")
-def app_url():
-    with app_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with browser() as b:
-        yield b
 
 
 def _watch(page) -> tuple[list[str], list[str]]:
@@ -74,8 +63,13 @@ def test_typed_sentence_overview_then_a_clicked_head(app_url, chromium):
     assert query.get("layer") == ["2"] and query.get("head") == ["3"] and query.get("view") == ["head"], page.url
     # The line view is drawn too: its query tokens are text in the SVG (left column first). Clicking the query
     # "fox" (its marker sits just right of the text) keeps only that token's lines.
+    # The line view is a second chart, drawn after the heatmap: wait for its "fox" on both sides.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot .textpoint text')]"
+        ".filter(t => t.textContent.includes('fox')).length >= 2",
+        timeout=LOAD_MS,
+    )
     fox = page.locator(".js-plotly-plot .textpoint text", has_text="fox")
-    assert fox.count() >= 2
     t = fox.first.bounding_box()
     page.mouse.click(t["x"] + t["width"] + 6, t["y"] + t["height"] / 2)
     page.wait_for_function("() => document.body.innerText.includes('fox · 4')", timeout=LOAD_MS)

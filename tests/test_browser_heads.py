@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser import ARTIFACTS, app_server, browser, full_screenshot, have_browser
+from tests.browser import ARTIFACTS, full_screenshot, have_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not have_browser(), reason="needs /usr/bin/chromium and playwright")]
 
@@ -23,17 +23,6 @@ WORDS = {
 }
 CORPUS = "The cat sat on the mat.\nA dog barked at the postman, who ignored it.\nShort one.\nFirst half.\tSecond half, here."
 
-
-@pytest.fixture(scope="module")
-def app_url():
-    with app_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with browser() as b:
-        yield b
 
 
 def _open(chromium, app_url, lang: str, page_name: str):

@@ -7,38 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import ARTIFACTS, app_server, browser, full_screenshot, have_browser
+from tests.browser import ARTIFACTS, full_screenshot, have_browser, watch_errors
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not have_browser(), reason="needs /usr/bin/chromium and playwright")]
 
 LOAD_MS = 120_000
 
-
-@pytest.fixture(scope="module")
-def app_url():
-    with app_server() as url:  # a fresh server: the first session opens a page URL directly
-        yield url
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with browser() as b:
-        yield b
-
-
-def _errors(page) -> list[str]:
-    """Collect script errors and failed requests, except Streamlit's own probes.
-
-    Opened on a page URL, Streamlit's frontend first looks for its server under that path
-    (/inside_head/_stcore/health), gets 404 and falls back to the root: not an error of ours.
-    """
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text)
-            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
-    page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
-            if r.status >= 400 and "/_stcore/" not in r.url and "favicon" not in r.url else None)
-    return errors
 
 
 def _wait_for_text(page, text: str) -> None:
@@ -47,7 +21,7 @@ def _wait_for_text(page, text: str) -> None:
 
 def test_bookmarked_presentation_at_1280x720_in_chinese(app_url, chromium):
     page = chromium.new_page(viewport={"width": 1280, "height": 720})
-    errors = _errors(page)
+    errors = watch_errors(page)
     page.goto(f"{app_url}/inside_head?present=1&lang=zh")
     _wait_for_text(page, "第 1 步，共 13 步")
     page.wait_for_selector(".js-plotly-plot", timeout=LOAD_MS)
@@ -95,7 +69,7 @@ def test_presentation_at_1920x1080_in_english(app_url, chromium):
                                        ("/troubleshooting?mask=causal", "troubleshooting_en")])
 def test_lecture_pages_render(app_url, chromium, path, name):
     page = chromium.new_page(viewport={"width": 1400, "height": 900})
-    errors = _errors(page)
+    errors = watch_errors(page)
     page.goto(app_url + path)
     page.wait_for_selector(".js-plotly-plot", timeout=LOAD_MS)
     page.locator('[data-testid="stSidebar"]').wait_for(state="visible", timeout=LOAD_MS)
