@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import masks
+from . import heads, masks
 from .encoder import Encoder, EncoderOutput
 from .errors import InputError
 
@@ -199,23 +199,22 @@ def kv_cache_savings(layers: int, heads: int, d_k: int, seq: int, dtype: str = "
     )
 
 
-def head_spread(out: EncoderOutput, layer: int) -> np.ndarray:
-    """Return (heads,) normalised entropy of each head in `layer`: mean row entropy / ln n (1 = uniform)."""
+def _check_layer(out: EncoderOutput, layer: int) -> None:
     if not 0 <= layer < out.n_layers:
         raise InputError(f"layer {layer} does not exist: this model has layers 0–{out.n_layers - 1}")
-    rows = _real_rows(out)
-    n = int(rows.sum())
-    if n < 2:
-        return np.zeros(out.n_heads, dtype=np.float32)
-    attn = out.attentions[layer].float()[:, rows][..., rows]  # real tokens only
-    return (_entropy(attn).mean(-1) / math.log(n)).numpy()
+
+
+def head_spread(out: EncoderOutput, layer: int) -> np.ndarray:
+    """Return (heads,) normalised entropy of each head in `layer`: mean row entropy / ln n (1 = uniform).
+
+    The Heads page's `entropy_norm` (models.heads, METRICS.md), for one layer.
+    """
+    _check_layer(out, layer)
+    attn = out.attentions[layer : layer + 1][None]  # (batch 1, layers 1, heads, q_pos, k_pos)
+    return heads.sentence_stats(attn, heads.Roles.of_output(out))["entropy_norm"][0, 0].numpy()
 
 
 def head_similarity(out: EncoderOutput, layer: int) -> np.ndarray:
     """Return (heads, heads) cosine similarity of the flattened maps of `layer` (METRICS: `cosine`)."""
-    if not 0 <= layer < out.n_layers:
-        raise InputError(f"layer {layer} does not exist: this model has layers 0–{out.n_layers - 1}")
-    rows = _real_rows(out)
-    flat = out.attentions[layer].float()[:, rows].flatten(1)  # (heads, real q_pos · k_pos)
-    flat = flat / flat.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    return (flat @ flat.T).numpy()
+    _check_layer(out, layer)
+    return heads.cosine_matrix(out.attentions[layer : layer + 1], out.padding).numpy()
