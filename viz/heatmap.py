@@ -29,6 +29,29 @@ def thin_ticks(n: int, max_ticks: int = 60) -> list[int]:
     return list(range(0, n, step))
 
 
+def map_axes(
+    weights: np.ndarray,
+    tokens: Sequence[str],
+    key_tokens: Sequence[str] | None = None,
+    q_pos: Sequence[int] | None = None,
+    k_pos: Sequence[int] | None = None,
+) -> tuple[np.ndarray, list[str], list[str], list[int], list[int]]:
+    """Return a (q_pos, k_pos) map as float32 with its query/key tokens and positions, checked to fit together."""
+    w = np.asarray(weights, dtype=np.float32)
+    if w.ndim != 2:
+        raise ValueError(f"expected a (q_pos, k_pos) map, got shape {w.shape}")
+    q_tok = list(tokens)
+    k_tok = list(key_tokens) if key_tokens is not None else q_tok
+    if w.shape != (len(q_tok), len(k_tok)):
+        raise ValueError(f"map is {w.shape} but there are {len(q_tok)} query and {len(k_tok)} key tokens")
+    nq, nk = w.shape
+    qp = list(q_pos) if q_pos is not None else list(range(nq))
+    kp = list(k_pos) if k_pos is not None else list(range(nk))
+    if len(qp) != nq or len(kp) != nk:
+        raise ValueError(f"{len(qp)} query and {len(kp)} key positions for a {w.shape} map")
+    return w, q_tok, k_tok, qp, kp
+
+
 def head_heatmap(
     weights: np.ndarray,
     tokens: Sequence[str],
@@ -51,18 +74,8 @@ def head_heatmap(
     labels the colour bar in weights. customdata per cell is (query label, key label, weight text) — or, above
     HOVER_TOKENS_MAX cells, (query position, key position, weight) as numbers.
     """
-    w = np.asarray(weights, dtype=np.float32)
-    if w.ndim != 2:
-        raise ValueError(f"expected a (q_pos, k_pos) map, got shape {w.shape}")
-    q_tok = list(tokens)
-    k_tok = list(key_tokens) if key_tokens is not None else q_tok
-    if w.shape != (len(q_tok), len(k_tok)):
-        raise ValueError(f"map is {w.shape} but there are {len(q_tok)} query and {len(k_tok)} key tokens")
+    w, q_tok, k_tok, qp, kp = map_axes(weights, tokens, key_tokens, q_pos, k_pos)
     nq, nk = w.shape
-    qp = list(q_pos) if q_pos is not None else list(range(nq))
-    kp = list(k_pos) if k_pos is not None else list(range(nk))
-    if len(qp) != nq or len(kp) != nk:
-        raise ValueError(f"{len(qp)} query and {len(kp)} key positions for a {w.shape} map")
     wd = {**WORDS, **(words or {})}
 
     if w.size <= HOVER_TOKENS_MAX:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .heatmap import WORDS, token_labels
+from .heatmap import WORDS, map_axes, token_labels
 
 LINE_RGB = (8, 81, 156)  # the dark end of the Blues scale used by the heatmaps
 BANDS = (0.01, 0.05, 0.1, 0.2, 0.35, 0.6, 1.0001)  # weight bands; each band is one trace of one opacity
@@ -66,14 +66,8 @@ def lines_figure(
     lines and shades the keys by their weight. The query markers carry customdata = row index, so a click on a
     query token can set the focus; their hover lists the query's top_k keys.
     """
-    w = np.asarray(weights, dtype=np.float32)
-    q_tok = list(tokens)
-    k_tok = list(key_tokens) if key_tokens is not None else q_tok
-    if w.shape != (len(q_tok), len(k_tok)):
-        raise ValueError(f"map is {w.shape} but there are {len(q_tok)} query and {len(k_tok)} key tokens")
+    w, q_tok, k_tok, qp, kp = map_axes(weights, tokens, key_tokens, q_pos, k_pos)
     nq, nk = w.shape
-    qp = list(q_pos) if q_pos is not None else list(range(nq))
-    kp = list(k_pos) if k_pos is not None else list(range(nk))
     wd = {**WORDS, **(words or {})}
     if focus is not None and not 0 <= focus < nq:
         focus = None
