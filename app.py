@@ -16,9 +16,16 @@ PAGES = [
     st.Page("app_pages/heads.py", title=t("nav.heads"), icon=":material/hub:", url_path="heads"),
     st.Page("app_pages/corpus.py", title=t("nav.corpus"), icon=":material/library_books:", url_path="corpus"),
     st.Page("app_pages/masks.py", title=t("nav.masks"), icon=":material/visibility_off:", url_path="masks"),
-    st.Page("app_pages/inside_head.py", title=t("nav.inside_head"), icon=":material/calculate:", url_path="inside_head"),
+    st.Page(
+        "app_pages/inside_head.py", title=t("nav.inside_head"), icon=":material/calculate:", url_path="inside_head"
+    ),
     st.Page("app_pages/memory.py", title=t("nav.memory"), icon=":material/memory:", url_path="memory"),
-    st.Page("app_pages/troubleshooting.py", title=t("nav.troubleshooting"), icon=":material/build:", url_path="troubleshooting"),
+    st.Page(
+        "app_pages/troubleshooting.py",
+        title=t("nav.troubleshooting"),
+        icon=":material/build:",
+        url_path="troubleshooting",
+    ),
 ]
 # Presentation mode moves the page list from the (hidden) sidebar to the top bar.
 page = st.navigation(PAGES, position="top" if presentation.active() else "sidebar")

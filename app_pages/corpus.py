@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from models import AttnVizError
-from models.corpus import (
+from models.analysis.corpus import (
     IMPORTANCE_SENTENCES,
     Line,
     analyse_corpus,
@@ -18,8 +18,8 @@ from models.corpus import (
     read_corpus,
     read_corpus_file,
 )
-from models.heads import HeadReport
-from models.importance import Importance
+from models.analysis.heads import HeadReport
+from models.analysis.importance import Importance
 from ui import cache, state
 from ui.heads_view import (
     duplicates_section,
@@ -127,15 +127,26 @@ def main() -> None:
         return
 
     try:
-        report, truncated, seconds = corpus_report(spec, device, dtype, mask, plain, _label=t("corpus.running", n=len(lines)))
+        report, truncated, seconds = corpus_report(
+            spec, device, dtype, mask, plain, _label=t("corpus.running", n=len(lines))
+        )
     except AttnVizError as err:
         st.error(t("corpus.input_error", reason=str(err)))
         return
     if truncated:
         st.warning(t("corpus.truncated", n=truncated, limit=enc.max_tokens))
     c = enc.config
-    st.success(t("corpus.done", n=report.sentences, rows=report.rows, per=f"{report.rows / report.sentences:.1f}",
-                 secs=f"{seconds:.1f}", rate=f"{report.sentences / max(seconds, 1e-9):.0f}", device=str(enc.device)))
+    st.success(
+        t(
+            "corpus.done",
+            n=report.sentences,
+            rows=report.rows,
+            per=f"{report.rows / report.sentences:.1f}",
+            secs=f"{seconds:.1f}",
+            rate=f"{report.sentences / max(seconds, 1e-9):.0f}",
+            device=str(enc.device),
+        )
+    )
 
     bert_base = is_bert_base(c.n_layers, c.n_heads, c.d_model)
     shares_section(report, bert_base, "corpus")
@@ -156,8 +167,12 @@ def main() -> None:
     line = lines[int(n) - 1]
     example = cache.encode(spec, device, dtype, line.text, line.text_b or "", mask)
     attn = example.attentions.numpy()
-    pairs_section(report, lambda i: (attn[i // c.n_heads, i % c.n_heads], list(example.tokens)), "corpus",
-                  maps_note=t("corpus.pairs_on", n=int(n), text=line.text + (f" ⇥ {line.text_b}" if line.text_b else "")))
+    pairs_section(
+        report,
+        lambda i: (attn[i // c.n_heads, i % c.n_heads], list(example.tokens)),
+        "corpus",
+        maps_note=t("corpus.pairs_on", n=int(n), text=line.text + (f" ⇥ {line.text_b}" if line.text_b else "")),
+    )
 
     st.subheader(t("heads.importance.title"))
     if imp is None:

@@ -1,6 +1,6 @@
 """Explore: every head at a glance, one layer, one head (heatmap and lines), mean and rollout, exports and links.
 
-Streamlit only: numbers come from ui.sidebar.current_output (cached) and models.rollout; figures from viz.
+Streamlit only: numbers come from ui.sidebar.current_output (cached) and models.analysis.rollout; figures from viz.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from models import EncoderOutput
-from models.rollout import attention_rollout
+from models.analysis.rollout import attention_rollout
 from ui import state
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
@@ -95,7 +95,12 @@ def _rollout(_attn: np.ndarray, key: tuple) -> np.ndarray:
 
 
 def _words() -> dict[str, str]:
-    return {"query": t("explore.query"), "key": t("explore.key"), "weight": t("explore.weight"), "log": t("explore.log_scale")}
+    return {
+        "query": t("explore.query"),
+        "key": t("explore.key"),
+        "weight": t("explore.weight"),
+        "log": t("explore.log_scale"),
+    }
 
 
 def _chart(fig: go.Figure, key: str, filename: str, **kw) -> object:
@@ -128,7 +133,9 @@ def _overview(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part
         started = time.perf_counter()
         mosaic = _mosaic(attn, keep, part, _state_key(), st.session_state.get("part", "all"), scale)
         fig = overview_figure(
-            mosaic, selected=(layer, head), title=t("explore.overview_title"),
+            mosaic,
+            selected=(layer, head),
+            title=t("explore.overview_title"),
             hover=t("explore.overview_hover", layer="%{customdata[0]}", head="%{customdata[1]}") + "<extra></extra>",
         )
         _chart(fig, "overview_chart", "attention-overview", on_select=_open_from_overview, selection_mode="points")
@@ -147,10 +154,10 @@ def _layer_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Pa
     stacked = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])
     titles = [t("explore.head_short", head=h) for h in range(maps.shape[0])] + [t("explore.mean_short")]
     sub_keep = part.cut(keep)
-    fig, factor = layer_figure(stacked, titles, q_pos=part.rows, k_pos=part.cols,
-                               keep=None if sub_keep.all() else sub_keep, words=_words())
-    fig.update_layout(title=dict(text=t("explore.layer_title", layer=layer), y=0.995, yanchor="top"),
-                      margin=dict(t=70))
+    fig, factor = layer_figure(
+        stacked, titles, q_pos=part.rows, k_pos=part.cols, keep=None if sub_keep.all() else sub_keep, words=_words()
+    )
+    fig.update_layout(title=dict(text=t("explore.layer_title", layer=layer), y=0.995, yanchor="top"), margin=dict(t=70))
     _chart(fig, "layer_chart", f"attention-layer{layer}")
     note = t("explore.layer_note")
     if factor > 1:
@@ -163,7 +170,9 @@ def _head_options(out: EncoderOutput) -> tuple[bool, bool, bool, tuple[int, int]
     n = out.seq
     a, b, c = st.columns(3)
     hide = a.toggle(t("explore.hide_special"), key="hide_special", help=t("explore.hide_special_help"))
-    renorm = b.toggle(t("explore.renormalise"), key="renormalise", disabled=not hide, help=t("explore.renormalise_help"))
+    renorm = b.toggle(
+        t("explore.renormalise"), key="renormalise", disabled=not hide, help=t("explore.renormalise_help")
+    )
     log = c.toggle(t("explore.log_colour"), key="log_colour", help=t("explore.log_colour_help"))
     if n > WINDOW:
         lo, hi = st.session_state.get("window", (0, WINDOW))
@@ -206,8 +215,14 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
     add_segment_lines(fig, segments[rows], segments[cols])  # where sentence B starts, on each axis
     focus = st.session_state.get("lines_focus", -1)  # set by the line view below (or its click callback)
     if isinstance(focus, int) and 0 <= focus < len(rows):
-        fig.add_shape(type="rect", x0=-0.5, x1=len(cols) - 0.5, y0=focus - 0.5, y1=focus + 0.5,
-                      line=dict(color="#e4572e", width=2))
+        fig.add_shape(
+            type="rect",
+            x0=-0.5,
+            x1=len(cols) - 0.5,
+            y0=focus - 0.5,
+            y1=focus + 0.5,
+            line=dict(color="#e4572e", width=2),
+        )
     figures = [(title, fig)]
 
     left, right = st.columns([3, 2], gap="medium")
@@ -227,13 +242,28 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
         if st.session_state.get("lines_focus", -1) not in options:
             st.session_state["lines_focus"] = -1
         focus = st.selectbox(
-            t("explore.lines_focus"), options, key="lines_focus",
+            t("explore.lines_focus"),
+            options,
+            key="lines_focus",
             format_func=lambda i: t("explore.lines_all") if i < 0 else f"{q_tok[i]} · {rows[i]}",
         )
-        lines = lines_figure(weights, q_tok, k_tok, q_pos=rows, k_pos=cols, focus=None if focus < 0 else focus,
-                             title=t("explore.lines_title"), words=_words())
-        _chart(lines, "lines_chart", f"attention-lines-L{layer}-H{head}", on_select=_open_from_lines,
-               selection_mode="points")
+        lines = lines_figure(
+            weights,
+            q_tok,
+            k_tok,
+            q_pos=rows,
+            k_pos=cols,
+            focus=None if focus < 0 else focus,
+            title=t("explore.lines_title"),
+            words=_words(),
+        )
+        _chart(
+            lines,
+            "lines_chart",
+            f"attention-lines-L{layer}-H{head}",
+            on_select=_open_from_lines,
+            selection_mode="points",
+        )
         st.caption(t("explore.lines_note"))
         figures.append((t("explore.lines_title"), lines))
     return figures
@@ -248,10 +278,18 @@ def _aggregate_view(out: EncoderOutput, attn: np.ndarray, part: Part, layer: int
     left, right = st.columns(2, gap="medium")
     mean_title = t("explore.mean_title", layer=layer)
     roll_title = t("explore.rollout_title", layer=layer)
-    mean_fig = head_heatmap(part.cut(mean), q_tok, title=mean_title, key_tokens=k_tok, q_pos=part.rows,
-                            k_pos=part.cols, words=_words())
-    roll_fig = head_heatmap(part.cut(rolled[layer]), q_tok, title=roll_title, key_tokens=k_tok, q_pos=part.rows,
-                            k_pos=part.cols, words=_words())
+    mean_fig = head_heatmap(
+        part.cut(mean), q_tok, title=mean_title, key_tokens=k_tok, q_pos=part.rows, k_pos=part.cols, words=_words()
+    )
+    roll_fig = head_heatmap(
+        part.cut(rolled[layer]),
+        q_tok,
+        title=roll_title,
+        key_tokens=k_tok,
+        q_pos=part.rows,
+        k_pos=part.cols,
+        words=_words(),
+    )
     with left:
         _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
     with right:
@@ -260,11 +298,13 @@ def _aggregate_view(out: EncoderOutput, attn: np.ndarray, part: Part, layer: int
     options = list(range(len(part.rows)))
     if st.session_state.get("rollout_row", 0) not in options:
         st.session_state["rollout_row"] = 0
-    row = st.columns([1, 2])[0].selectbox(t("explore.rollout_row"), options, key="rollout_row",
-                       format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}")
+    row = st.columns([1, 2])[0].selectbox(
+        t("explore.rollout_row"), options, key="rollout_row", format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}"
+    )
     bars_title = t("explore.rollout_bars_title", token=q_tok[row], layer=layer)
-    bars = token_bars(rolled[layer][part.rows[row], part.cols], k_tok, part.cols, title=bars_title,
-                      value_label=t("explore.share"))
+    bars = token_bars(
+        rolled[layer][part.rows[row], part.cols], k_tok, part.cols, title=bars_title, value_label=t("explore.share")
+    )
     _chart(bars, "rollout_bars", f"attention-rollout-row-L{layer}")
     return [(mean_title, mean_fig), (roll_title, roll_fig), (bars_title, bars)]
 
@@ -276,8 +316,14 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
     with st.expander(t("explore.export_title"), expanded=False):
         st.markdown(t("explore.share_label"))
         st.code(_share_url(), language=None)
-        st.radio(t("explore.image_format"), IMAGE_FORMATS, key="img_format", horizontal=True,
-                 format_func=lambda f: f.upper(), help=t("explore.image_format_help"))
+        st.radio(
+            t("explore.image_format"),
+            IMAGE_FORMATS,
+            key="img_format",
+            horizontal=True,
+            format_func=lambda f: f.upper(),
+            help=t("explore.image_format_help"),
+        )
         key = _state_key()
         rolled = _rollout(attn, key)
         arrays = {
@@ -288,24 +334,50 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
             "rollout": rolled,
         }
         a, b, c = st.columns(3)
-        a.download_button(t("explore.download_npz", mb=attn.nbytes / 2**20), data=lambda: npz_bytes(arrays),
-                          file_name="attention.npz", mime="application/octet-stream", key="dl_npz",
-                          help=t("explore.download_npz_help"), on_click="ignore")
+        a.download_button(
+            t("explore.download_npz", mb=attn.nbytes / 2**20),
+            data=lambda: npz_bytes(arrays),
+            file_name="attention.npz",
+            mime="application/octet-stream",
+            key="dl_npz",
+            help=t("explore.download_npz_help"),
+            on_click="ignore",
+        )
         whole = attn.size <= JSON_MAX_VALUES
-        doc: dict = {"model": out.model, "text": state.get("text"), "text_b": state.get("text_b"), "mask": out.mask,
-                     "tokens": out.tokens, "token_type_ids": arrays["token_type_ids"],
-                     "axes": ["layers", "heads", "q_pos", "k_pos"]}
+        doc: dict = {
+            "model": out.model,
+            "text": state.get("text"),
+            "text_b": state.get("text_b"),
+            "mask": out.mask,
+            "tokens": out.tokens,
+            "token_type_ids": arrays["token_type_ids"],
+            "axes": ["layers", "heads", "q_pos", "k_pos"],
+        }
         if whole:
             doc["attentions"] = attn
         else:
             doc["layer"] = layer
             doc["attentions"] = attn[layer : layer + 1]
         label = t("explore.download_json") if whole else t("explore.download_json_layer", layer=layer)
-        b.download_button(label, data=lambda: json_text(doc), file_name="attention.json", mime="application/json",
-                          key="dl_json", help=t("explore.download_json_help"), on_click="ignore")
-        c.download_button(t("explore.download_html"), data=_html_maker(out, figures, layer, head, view),
-                          file_name=f"attention-{view}.html", mime="text/html", key="dl_html",
-                          help=t("explore.download_html_help"), on_click="ignore", disabled=not figures)
+        b.download_button(
+            label,
+            data=lambda: json_text(doc),
+            file_name="attention.json",
+            mime="application/json",
+            key="dl_json",
+            help=t("explore.download_json_help"),
+            on_click="ignore",
+        )
+        c.download_button(
+            t("explore.download_html"),
+            data=_html_maker(out, figures, layer, head, view),
+            file_name=f"attention-{view}.html",
+            mime="text/html",
+            key="dl_html",
+            help=t("explore.download_html_help"),
+            on_click="ignore",
+            disabled=not figures,
+        )
 
 
 def _html_maker(out: EncoderOutput, figures: list, layer: int, head: int, view: str) -> Callable[[], str]:
@@ -340,20 +412,36 @@ def main() -> None:
     _init_page_state()
 
     c = enc.config
-    st.caption(t("explore.model_facts", name=enc.name, layers=c.n_layers, heads=c.n_heads, d_model=c.d_model,
-                 d_k=c.d_k, tokens=out.seq, device=str(enc.device)))
+    st.caption(
+        t(
+            "explore.model_facts",
+            name=enc.name,
+            layers=c.n_layers,
+            heads=c.n_heads,
+            d_model=c.d_model,
+            d_k=c.d_k,
+            tokens=out.seq,
+            device=str(enc.device),
+        )
+    )
     st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), c.n_layers - 1)
     st.session_state["head"] = min(int(st.session_state.get("head", 0)), c.n_heads - 1)
     is_pair = bool(out.token_type_ids.any())
 
     cols = st.columns([5, 2, 2, 2] if is_pair else [5, 3, 3], gap="medium")
-    view = cols[0].segmented_control(t("explore.view"), VIEWS, key="view", required=True,
-                                     format_func=lambda v: t(f"explore.view_{v}"))
+    view = cols[0].segmented_control(
+        t("explore.view"), VIEWS, key="view", required=True, format_func=lambda v: t(f"explore.view_{v}")
+    )
     layer = cols[1].slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
     head = cols[2].slider(t("common.head"), 0, c.n_heads - 1, key="head")
     if is_pair:
-        cols[3].selectbox(t("explore.part"), PARTS, key="part", format_func=lambda p: t(f"explore.part_{p}"),
-                          help=t("explore.part_help"))
+        cols[3].selectbox(
+            t("explore.part"),
+            PARTS,
+            key="part",
+            format_func=lambda p: t(f"explore.part_{p}"),
+            help=t("explore.part_help"),
+        )
     part = part_of(out.segments, st.session_state.get("part", "all") if is_pair else "all")
     _sync_page_url(is_pair)
 

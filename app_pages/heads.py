@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from models.corpus import is_bert_base
-from models.heads import HeadReport, analyse
-from models.importance import Importance, head_importance, work_estimate
+from models.analysis.corpus import is_bert_base
+from models.analysis.heads import HeadReport, analyse
+from models.analysis.importance import Importance, head_importance, work_estimate
 from ui import cache, state
 from ui.heads_view import (
     duplicates_section,
@@ -45,8 +45,14 @@ def main() -> None:
     enc = current_encoder() if out is not None else None
     if out is None or enc is None:
         return
-    sel = (state.get("model"), state.get("device"), state.get("dtype"), (state.get("text") or "").strip(),
-           (state.get("text_b") or "").strip(), state.get("mask"))
+    sel = (
+        state.get("model"),
+        state.get("device"),
+        state.get("dtype"),
+        (state.get("text") or "").strip(),
+        (state.get("text_b") or "").strip(),
+        state.get("mask"),
+    )
     with st.spinner(t("heads.computing")):
         report = head_report(*sel)
     c = enc.config
@@ -69,7 +75,9 @@ def main() -> None:
     st.subheader(t("heads.importance.title"))
     if imp is None:
         st.info(t("heads.importance.slow", tokens=out.seq))
-        if st.button(t("heads.importance.compute"), key="heads_importance_button", help=t("heads.importance.compute_help")):
+        if st.button(
+            t("heads.importance.compute"), key="heads_importance_button", help=t("heads.importance.compute_help")
+        ):
             st.session_state["heads_importance_on"] = True
             st.rerun()
     else:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from models.steps import STEP_KEYS, HeadSteps, OneVsMany
+from models.lecture.steps import STEP_KEYS, HeadSteps, OneVsMany
 from ui import lecture, presentation
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
@@ -22,12 +22,25 @@ def _values(s: HeadSteps) -> dict:
     top_dot = int(np.argmax(np.where(s.keep, s.dots, -np.inf)))
     ent = lambda p: float(-(p[p > 0] * np.log(p[p > 0])).sum())  # noqa: E731
     return dict(
-        layer=s.layer, head=s.head, i=s.query, token=tok[s.query], seq=len(tok), heads=s.n_heads,
-        d_k=s.d_k, d_model=s.d_model, sqrt_dk=f"{math.sqrt(s.d_k):.2f}",
-        top_token=tok[top], top_weight=f"{s.probs[top]:.3f}", top_dot_token=tok[top_dot], top_dot=f"{s.dots[top_dot]:.2f}",
-        max_scaled=f"{s.probs.max():.3f}", max_unscaled=f"{s.probs_unscaled.max():.3f}",
-        ent_scaled=f"{ent(s.probs):.2f}", ent_unscaled=f"{ent(s.probs_unscaled):.2f}",
-        n_hidden=int((~s.keep).sum()), context_norm=f"{np.linalg.norm(s.context):.2f}",
+        layer=s.layer,
+        head=s.head,
+        i=s.query,
+        token=tok[s.query],
+        seq=len(tok),
+        heads=s.n_heads,
+        d_k=s.d_k,
+        d_model=s.d_model,
+        sqrt_dk=f"{math.sqrt(s.d_k):.2f}",
+        top_token=tok[top],
+        top_weight=f"{s.probs[top]:.3f}",
+        top_dot_token=tok[top_dot],
+        top_dot=f"{s.dots[top_dot]:.2f}",
+        max_scaled=f"{s.probs.max():.3f}",
+        max_unscaled=f"{s.probs_unscaled.max():.3f}",
+        ent_scaled=f"{ent(s.probs):.2f}",
+        ent_unscaled=f"{ent(s.probs_unscaled):.2f}",
+        n_hidden=int((~s.keep).sum()),
+        context_norm=f"{np.linalg.norm(s.context):.2f}",
         next_err=lecture.num(s.errors.get("next_layer", float("nan")), 2),
     )
 
@@ -45,41 +58,99 @@ def _figures(key: str, s: HeadSteps, font: int) -> list:
     tok, i, hd = s.tokens, s.query, s.head
     sl = (s.head_slice.start, s.head_slice.stop)
     if key == "input":
-        return [matrix_heatmap(s.x, tok, t("inside.fig.x", i=i, token=tok[i]), highlight_row=i, x_title="d_model", font_size=font)]
+        return [
+            matrix_heatmap(
+                s.x, tok, t("inside.fig.x", i=i, token=tok[i]), highlight_row=i, x_title="d_model", font_size=font
+            )
+        ]
     if key == "project":
-        return [vector_strip(s.q_row, t("inside.fig.q_row", token=tok[i], head=hd), highlight=sl, groups=s.n_heads, font_size=font)]
+        return [
+            vector_strip(
+                s.q_row, t("inside.fig.q_row", token=tok[i], head=hd), highlight=sl, groups=s.n_heads, font_size=font
+            )
+        ]
     if key == "split":
         rows = [t("inside.fig.head_n", head=h) for h in range(s.n_heads)]
-        return [matrix_heatmap(s.q_row.reshape(s.n_heads, s.d_k), rows, t("inside.fig.split", token=tok[i]),
-                               highlight_row=hd, x_title="d_k", font_size=font)]
+        return [
+            matrix_heatmap(
+                s.q_row.reshape(s.n_heads, s.d_k),
+                rows,
+                t("inside.fig.split", token=tok[i]),
+                highlight_row=hd,
+                x_title="d_k",
+                font_size=font,
+            )
+        ]
     if key == "transpose":
         return [  # side by side: the row labels on Q, the colour bar on V
-            matrix_heatmap(m, tok, t(f"inside.fig.{name}", head=hd), highlight_row=i if name == "q" else None,
-                           x_title="d_k", font_size=font, show_rows=name == "q", show_scale=name == "v")
+            matrix_heatmap(
+                m,
+                tok,
+                t(f"inside.fig.{name}", head=hd),
+                highlight_row=i if name == "q" else None,
+                x_title="d_k",
+                font_size=font,
+                show_rows=name == "q",
+                show_scale=name == "v",
+            )
             for name, m in (("q", s.q), ("k", s.k), ("v", s.v))
         ]
     if key == "dot":
-        return [token_bars(s.dots, tok, t("inside.fig.dots", token=tok[i]), highlight=i, font_size=font, value_format=".2f")]
+        return [
+            token_bars(s.dots, tok, t("inside.fig.dots", token=tok[i]), highlight=i, font_size=font, value_format=".2f")
+        ]
     if key == "scale":
         series = {t("inside.fig.with_scale"): s.probs, t("inside.fig.without_scale"): s.probs_unscaled}
-        return [compare_bars(series, _labels(s), t("inside.fig.scale", token=tok[i]), y_title=t("inside.fig.weight"),
-                             font_size=font, y_range=(0, 1.05))]
+        return [
+            compare_bars(
+                series,
+                _labels(s),
+                t("inside.fig.scale", token=tok[i]),
+                y_title=t("inside.fig.weight"),
+                font_size=font,
+                y_range=(0, 1.05),
+            )
+        ]
     if key == "mask":
-        return [token_bars(s.scores, tok, t("inside.fig.masked", token=tok[i]), hidden=~s.keep, hidden_label="−∞",
-                           font_size=font, value_format=".2f")]
+        return [
+            token_bars(
+                s.scores,
+                tok,
+                t("inside.fig.masked", token=tok[i]),
+                hidden=~s.keep,
+                hidden_label="−∞",
+                font_size=font,
+                value_format=".2f",
+            )
+        ]
     if key == "softmax":
-        heat = attention_map(s.head_map, tok, t("inside.fig.map", layer=s.layer, head=hd), _axis_titles(),
-                             t("inside.fig.map_hover"), highlight_row=i, keep=s.keep_map, font_size=font)
-        return [token_bars(s.probs, tok, t("inside.fig.probs", token=tok[i]), hidden=~s.keep, hidden_label="0",
-                           font_size=font), heat]
+        heat = attention_map(
+            s.head_map,
+            tok,
+            t("inside.fig.map", layer=s.layer, head=hd),
+            _axis_titles(),
+            t("inside.fig.map_hover"),
+            highlight_row=i,
+            keep=s.keep_map,
+            font_size=font,
+        )
+        return [
+            token_bars(
+                s.probs, tok, t("inside.fig.probs", token=tok[i]), hidden=~s.keep, hidden_label="0", font_size=font
+            ),
+            heat,
+        ]
     if key == "weighted_sum":
         return [
             matrix_heatmap(s.weighted, tok, t("inside.fig.weighted", head=hd), x_title="d_k", font_size=font),
             vector_strip(s.context, t("inside.fig.context", token=tok[i], d_k=s.d_k), font_size=font),
         ]
     if key == "concat":
-        return [vector_strip(s.merged, t("inside.fig.merged", token=tok[i], head=hd), highlight=sl, groups=s.n_heads,
-                             font_size=font)]
+        return [
+            vector_strip(
+                s.merged, t("inside.fig.merged", token=tok[i], head=hd), highlight=sl, groups=s.n_heads, font_size=font
+            )
+        ]
     if key == "w_o":
         return [
             vector_strip(s.output, t("inside.fig.output", token=tok[i]), font_size=font),
@@ -134,10 +205,18 @@ def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
 def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both") -> None:
     """Draw one head vs many: part "maps" (a slide), "params" (a slide) or "both" (the page)."""
     values = dict(
-        layer=o.layer, heads=o.n_heads, d_k=o.d_k, d_model=o.d_model, per_head=f"{o.params_per_head:,}",
-        qkv=f"{o.params_heads - o.params_w_o:,}", w_o=f"{o.params_w_o:,}", total=f"{o.params_heads:,}",
-        total_single=f"{o.params_single:,}", formula=f"{4 * o.d_model**2 + 4 * o.d_model:,}",
-        ent_heads=f"{float(np.mean(o.heads_entropy)):.2f}", ent_single=f"{o.single_entropy:.2f}",
+        layer=o.layer,
+        heads=o.n_heads,
+        d_k=o.d_k,
+        d_model=o.d_model,
+        per_head=f"{o.params_per_head:,}",
+        qkv=f"{o.params_heads - o.params_w_o:,}",
+        w_o=f"{o.params_w_o:,}",
+        total=f"{o.params_heads:,}",
+        total_single=f"{o.params_single:,}",
+        formula=f"{4 * o.d_model**2 + 4 * o.d_model:,}",
+        ent_heads=f"{float(np.mean(o.heads_entropy)):.2f}",
+        ent_single=f"{o.single_entropy:.2f}",
         change=f"{100 * o.output_change:.0f}",
     )
     slide = part != "both"
@@ -146,8 +225,14 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
     if part in ("maps", "both"):
         titles = [t("inside.fig.head_n", head=h) for h in range(o.n_heads)]
         grid = heads_grid(o.maps, titles, t("inside.fig.heads", heads=o.n_heads, d_k=o.d_k), font_size=font)
-        single = attention_map(o.single_map, tokens, t("inside.fig.single", d_model=o.d_model), _axis_titles(),
-                               t("inside.fig.map_hover"), font_size=font)
+        single = attention_map(
+            o.single_map,
+            tokens,
+            t("inside.fig.single", d_model=o.d_model),
+            _axis_titles(),
+            t("inside.fig.map_hover"),
+            font_size=font,
+        )
         if slide:
             height = int(st.session_state.get("slide_height", SLIDE_HEIGHT))
             grid.update_layout(height=height)
@@ -164,8 +249,12 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
 def _check(s: HeadSteps) -> tuple[str, bool]:
     """Return the self-check sentence (largest differences to the encoder) and whether it passes."""
     err = s.errors
-    text = t("inside.check", attention=lecture.num(err["attention"], 2), context=lecture.num(err.get("context", 0.0), 2),
-             next_layer=lecture.num(err["next_layer"], 2))
+    text = t(
+        "inside.check",
+        attention=lecture.num(err["attention"], 2),
+        context=lecture.num(err.get("context", 0.0), 2),
+        next_layer=lecture.num(err["next_layer"], 2),
+    )
     return text, max(err["attention"], err["next_layer"]) <= TOLERANCE
 
 
@@ -175,12 +264,18 @@ def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:
         lc, hc, qc = (st.container(),) * 3 if slide else st.columns([2, 2, 3])
         layer = lc.slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
         head = hc.slider(t("common.head"), 0, c.n_heads - 1, key="head")
-        query = qc.selectbox(t("inside.query"), list(range(out.seq)), key="query",
-                             format_func=lambda j: f"{j}: {out.tokens[j]}", help=t("inside.query_help"))
+        query = qc.selectbox(
+            t("inside.query"),
+            list(range(out.seq)),
+            key="query",
+            format_func=lambda j: f"{j}: {out.tokens[j]}",
+            help=t("inside.query_help"),
+        )
         if slide:
             st.session_state.setdefault("slide_height", SLIDE_HEIGHT)
-            st.slider(t("present.figure_height"), 300, 1000, step=10, key="slide_height",
-                      help=t("present.figure_height_help"))
+            st.slider(
+                t("present.figure_height"), 300, 1000, step=10, key="slide_height", help=t("present.figure_height_help")
+            )
     return layer, head, query
 
 
@@ -200,8 +295,12 @@ def main() -> None:
 
     if slide_mode:
         titles = [t(f"inside.step.{k}.title") for k in SLIDES]
-        label = t("inside.settings", layer=st.session_state["layer"], head=st.session_state["head"],
-                  token=out.tokens[st.session_state["query"]])
+        label = t(
+            "inside.settings",
+            layer=st.session_state["layer"],
+            head=st.session_state["head"],
+            token=out.tokens[st.session_state["query"]],
+        )
         step, popover = presentation.step_controls(titles, "top", label)
         layer, head, query = _controls(popover, c, out, slide=True)
         key = SLIDES[step]
@@ -216,8 +315,17 @@ def main() -> None:
         st.caption(_check(s)[0])
         return
 
-    st.caption(t("inside.intro", name=enc.name, layers=c.n_layers, heads=c.n_heads, d_model=c.d_model, d_k=c.d_k,
-                 tokens=out.seq))
+    st.caption(
+        t(
+            "inside.intro",
+            name=enc.name,
+            layers=c.n_layers,
+            heads=c.n_heads,
+            d_model=c.d_model,
+            d_k=c.d_k,
+            tokens=out.seq,
+        )
+    )
     layer, head, query = _controls(st.container(), c, out)
     with st.spinner(t("inside.computing")):
         s = lecture.head_steps(lecture.selection(), layer, head, query, enc, out)

@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from models import AttnVizError
-from models.checks import EXAMPLES, MaskReport
+from models.masks.checker import EXAMPLES, MaskReport
 from ui import state
 from ui.mask_report import checked, show_report
 from ui.sidebar import current_encoder, current_output
@@ -42,13 +42,18 @@ def _mask_inputs() -> tuple[str | bytes | None, str, str, str]:
         st.session_state["mc_example"] = "ok_tril"
     if "mc_expr" not in st.session_state:
         _apply_example(st.session_state["mc_example"])
-    source = st.radio(t("masks.source"), SOURCES, key="mc_source", horizontal=True,
-                      format_func=lambda s: t(f"masks.source_kind.{s}"))
+    source = st.radio(
+        t("masks.source"), SOURCES, key="mc_source", horizontal=True, format_func=lambda s: t(f"masks.source_kind.{s}")
+    )
     mask: str | bytes | None = None
     name = ""
     if source == "example":
-        key = st.selectbox(t("masks.example_label"), list(EXAMPLES), key="mc_example",
-                           format_func=lambda k: ("✓ " if EXAMPLES[k][3] else "✗ ") + t(f"masks.example.{k}"))
+        key = st.selectbox(
+            t("masks.example_label"),
+            list(EXAMPLES),
+            key="mc_example",
+            format_func=lambda k: ("✓ " if EXAMPLES[k][3] else "✗ ") + t(f"masks.example.{k}"),
+        )
         _apply_example(key)  # the example fixes convention and expectation (shown, not editable)
         st.caption(t(f"masks.lesson.{key}"))
         mask = EXAMPLES[key][0]
@@ -56,22 +61,37 @@ def _mask_inputs() -> tuple[str | bytes | None, str, str, str]:
     elif source == "expression":
         mask = st.text_input(t("masks.expression"), key="mc_expr", help=t("masks.expression_help")).strip() or None
     else:
-        up = st.file_uploader(t("masks.upload"), type=["npy", "npz", "pt", "pth"], key="mc_file", help=t("masks.upload_help"))
+        up = st.file_uploader(
+            t("masks.upload"), type=["npy", "npz", "pt", "pth"], key="mc_file", help=t("masks.upload_help")
+        )
         if up is not None:
             mask, name = up.getvalue(), up.name
     fixed = source == "example"
     left, mid, right = st.columns(3)
     st.session_state.setdefault("mc_convention", "keep")
     st.session_state.setdefault("mc_expect_kind", "causal")
-    convention = left.selectbox(t("masks.convention"), CONVENTIONS, key="mc_convention", disabled=fixed,
-                                format_func=lambda c: t(f"masks.convention_kind.{c}"), help=t("masks.convention_help"))
-    kind = mid.selectbox(t("masks.expect"), EXPECT_KINDS, key="mc_expect_kind", disabled=fixed,
-                         format_func=lambda k: t(f"masks.expect_kind.{k.replace('+', '_')}"), help=t("masks.expect_help"))
+    convention = left.selectbox(
+        t("masks.convention"),
+        CONVENTIONS,
+        key="mc_convention",
+        disabled=fixed,
+        format_func=lambda c: t(f"masks.convention_kind.{c}"),
+        help=t("masks.convention_help"),
+    )
+    kind = mid.selectbox(
+        t("masks.expect"),
+        EXPECT_KINDS,
+        key="mc_expect_kind",
+        disabled=fixed,
+        format_func=lambda k: t(f"masks.expect_kind.{k.replace('+', '_')}"),
+        help=t("masks.expect_help"),
+    )
     expect = kind
     if kind in ("window", "prefix"):
         st.session_state.setdefault("mc_param", 2)
-        value = right.number_input(t(f"masks.param.{kind}"), min_value=0, max_value=511, step=1, key="mc_param",
-                                   disabled=fixed)
+        value = right.number_input(
+            t(f"masks.param.{kind}"), min_value=0, max_value=511, step=1, key="mc_param", disabled=fixed
+        )
         expect = f"{kind}:{int(value)}"
     return mask, name, convention, expect
 
@@ -83,8 +103,12 @@ def _figures(report: MaskReport) -> None:
         padded = [int((~report.real[b]).sum()) for b in range(B)]
         if st.session_state.get("mc_item") not in range(B):
             st.session_state["mc_item"] = int(np.argmax(padded))  # the most padded sentence shows padding best
-        item = st.selectbox(t("masks.item"), list(range(B)), key="mc_item",
-                            format_func=lambda b: t("masks.item_label", n=b + 1, pads=padded[b]))
+        item = st.selectbox(
+            t("masks.item"),
+            list(range(B)),
+            key="mc_item",
+            format_func=lambda b: t("masks.item_label", n=b + 1, pads=padded[b]),
+        )
     L, H = report.attentions.shape[1], report.attentions.shape[2]
     st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), L - 1)
     st.session_state["head"] = min(int(st.session_state.get("head", 0)), H - 1)
@@ -104,8 +128,14 @@ def _figures(report: MaskReport) -> None:
         st.caption(t("masks.attention_caption", expect=report.expect))
     with right:
         labels = {k: t(f"masks.agree.{k}") for k in AGREEMENT}
-        fig = mask_agreement(keep, expected, tokens, judged, labels,
-                             title=t("masks.grid_title", convention=report.declared, expect=report.expect))
+        fig = mask_agreement(
+            keep,
+            expected,
+            tokens,
+            judged,
+            labels,
+            title=t("masks.grid_title", convention=report.declared, expect=report.expect),
+        )
         st.plotly_chart(fig, width="stretch", key="mc_grid")
         st.caption(t("masks.grid_caption"))
 
@@ -135,8 +165,17 @@ def main() -> None:
 
     try:
         with st.spinner(t("masks.checking")):
-            report = checked(state.get("model"), state.get("device"), state.get("dtype"), tuple(texts),
-                             tuple(texts_b) if texts_b else None, mask, file_name, convention, expect)
+            report = checked(
+                state.get("model"),
+                state.get("device"),
+                state.get("dtype"),
+                tuple(texts),
+                tuple(texts_b) if texts_b else None,
+                mask,
+                file_name,
+                convention,
+                expect,
+            )
     except AttnVizError as err:
         st.error(t("masks.bad_mask", reason=str(err)))
         return

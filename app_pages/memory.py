@@ -2,15 +2,23 @@
 
 import streamlit as st
 
-from models import memory
+from models.lecture import memory
 from ui import presentation, state
 from ui.sidebar import current_encoder
 from ui.state import t
 from viz.lecture import memory_chart
 
 # The tutorial's example (section 6): batch 2, 12 heads, seq 512, BERT-base width, fp16.
-DEFAULTS = {"mem_batch": 2, "mem_heads": 12, "mem_seq": 512, "mem_d_model": 768, "mem_dtype": "fp16",
-            "mem_layers": 12, "mem_heads_kv": 12, "mem_measure_batch": 1}
+DEFAULTS = {
+    "mem_batch": 2,
+    "mem_heads": 12,
+    "mem_seq": 512,
+    "mem_d_model": 768,
+    "mem_dtype": "fp16",
+    "mem_layers": 12,
+    "mem_heads_kv": 12,
+    "mem_measure_batch": 1,
+}
 TUTORIAL = ((512, "6,291,456", "12.6 MB"), (4096, "402,653,184", "805 MB"))  # (seq, elements, fp16 bytes) as printed
 CURVE = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 MEASURE_SEQS = (32, 64, 128, 256, 512)
@@ -25,13 +33,24 @@ def _inputs() -> dict:
     seq = cols[2].number_input(t("memory.seq"), min_value=1, step=1, key="mem_seq")
     d_model = cols[3].number_input("d_model", min_value=1, step=1, key="mem_d_model", help=t("memory.d_model_help"))
     cols = st.columns(4)
-    dtype = cols[0].selectbox(t("memory.dtype"), list(memory.BYTES_PER_ELEMENT), key="mem_dtype",
-                              help=t("memory.dtype_help"))
-    layers = cols[1].number_input(t("memory.layers"), min_value=1, step=1, key="mem_layers", help=t("memory.layers_help"))
-    heads_kv = cols[2].number_input(t("memory.heads_kv"), min_value=1, step=1, key="mem_heads_kv",
-                                    help=t("memory.heads_kv_help"))
-    return dict(batch=int(batch), heads=int(heads), seq=int(seq), d_model=int(d_model), dtype=dtype, layers=int(layers),
-                heads_kv=int(heads_kv))
+    dtype = cols[0].selectbox(
+        t("memory.dtype"), list(memory.BYTES_PER_ELEMENT), key="mem_dtype", help=t("memory.dtype_help")
+    )
+    layers = cols[1].number_input(
+        t("memory.layers"), min_value=1, step=1, key="mem_layers", help=t("memory.layers_help")
+    )
+    heads_kv = cols[2].number_input(
+        t("memory.heads_kv"), min_value=1, step=1, key="mem_heads_kv", help=t("memory.heads_kv_help")
+    )
+    return dict(
+        batch=int(batch),
+        heads=int(heads),
+        seq=int(seq),
+        d_model=int(d_model),
+        dtype=dtype,
+        layers=int(layers),
+        heads_kv=int(heads_kv),
+    )
 
 
 def _tutorial_check() -> None:
@@ -40,20 +59,30 @@ def _tutorial_check() -> None:
         e = memory.estimate(2, 12, seq, 768, "fp16")
         got_e, got_b = f"{e.score_elements:,}", memory.fmt_bytes(e.score_bytes)
         ok = "✓" if (got_e, got_b) == (want_elements, want_bytes) else "✗"
-        rows.append(f"| 2 · 12 · {seq}² | {got_e} | {got_b} | {memory.fmt_bytes(e.score_bytes_training)} | {want_bytes} {ok} |")
+        rows.append(
+            f"| 2 · 12 · {seq}² | {got_e} | {got_b} | {memory.fmt_bytes(e.score_bytes_training)} | {want_bytes} {ok} |"
+        )
     st.markdown(t("memory.tutorial_table") + "\n" + "\n".join(rows))
 
 
 def _remedies(e: memory.Estimate) -> None:
     d_k = e.d_model // e.heads
     mqa_cache = memory.kv_cache_bytes(e.layers, e.batch, e.seq, 1, d_k, e.dtype)
-    st.markdown(t(
-        "memory.remedies_table",
-        score=memory.fmt_bytes(e.score_bytes), flash=memory.fmt_bytes(e.flash_bytes),
-        kv=memory.fmt_bytes(e.kv_cache_bytes), kv_gqa=memory.fmt_bytes(e.kv_cache_bytes_gqa), kv_mqa=memory.fmt_bytes(mqa_cache),
-        params=f"{e.params:,}", params_gqa=f"{e.params_gqa:,}", params_mqa=f"{memory.mha_params(e.d_model, e.heads, 1):,}",
-        heads_kv=e.heads_kv, heads=e.heads,
-    ))
+    st.markdown(
+        t(
+            "memory.remedies_table",
+            score=memory.fmt_bytes(e.score_bytes),
+            flash=memory.fmt_bytes(e.flash_bytes),
+            kv=memory.fmt_bytes(e.kv_cache_bytes),
+            kv_gqa=memory.fmt_bytes(e.kv_cache_bytes_gqa),
+            kv_mqa=memory.fmt_bytes(mqa_cache),
+            params=f"{e.params:,}",
+            params_gqa=f"{e.params_gqa:,}",
+            params_mqa=f"{memory.mha_params(e.d_model, e.heads, 1):,}",
+            heads_kv=e.heads_kv,
+            heads=e.heads,
+        )
+    )
 
 
 def _estimate_chart(e: memory.Estimate, font: int) -> None:
@@ -63,15 +92,24 @@ def _estimate_chart(e: memory.Estimate, font: int) -> None:
         t("memory.line.forward", dtype=e.dtype): [memory.score_bytes(e.batch, e.heads, s, e.dtype) for s in seqs],
         t("memory.line.training"): [memory.score_bytes(e.batch, e.heads, s, e.dtype, training=True) for s in seqs],
         t("memory.line.flash"): [memory.flash_bytes(e.batch, e.heads, s) for s in seqs],
-        t("memory.line.kv", heads_kv=e.heads): [memory.kv_cache_bytes(e.layers, e.batch, s, e.heads, d_k, e.dtype) for s in seqs],
+        t("memory.line.kv", heads_kv=e.heads): [
+            memory.kv_cache_bytes(e.layers, e.batch, s, e.heads, d_k, e.dtype) for s in seqs
+        ],
     }
     if e.heads_kv != e.heads:
         lines[t("memory.line.kv", heads_kv=e.heads_kv)] = [
             memory.kv_cache_bytes(e.layers, e.batch, s, e.heads_kv, d_k, e.dtype) for s in seqs
         ]
     marks = [(e.seq, e.score_bytes, f"{e.seq}: {memory.fmt_bytes(e.score_bytes)}")]
-    fig = memory_chart(seqs, lines, marks=marks, title=t("memory.chart_title", batch=e.batch, heads=e.heads, dtype=e.dtype),
-                       x_title=t("memory.axis_seq"), y_title=t("memory.axis_bytes"), font_size=font)
+    fig = memory_chart(
+        seqs,
+        lines,
+        marks=marks,
+        title=t("memory.chart_title", batch=e.batch, heads=e.heads, dtype=e.dtype),
+        x_title=t("memory.axis_seq"),
+        y_title=t("memory.axis_bytes"),
+        font_size=font,
+    )
     st.plotly_chart(fig, width="stretch", key="memory_estimate_chart")
 
 
@@ -88,16 +126,21 @@ def _measured(font: int) -> None:
     batch = int(left.number_input(t("memory.batch"), min_value=1, max_value=64, step=1, key="mem_measure_batch"))
     key = (state.get("model"), state.get("device"), state.get("dtype"), batch)
     # A callback, not the button's return value: the request survives a rerun between the click and this line.
-    right.button(t("memory.measured.button", seqs=", ".join(map(str, seqs))), key="mem_measure", icon=":material/speed:",
-                 on_click=lambda: st.session_state.update(mem_measure_requested=True))
+    right.button(
+        t("memory.measured.button", seqs=", ".join(map(str, seqs))),
+        key="mem_measure",
+        icon=":material/speed:",
+        on_click=lambda: st.session_state.update(mem_measure_requested=True),
+    )
     if st.session_state.pop("mem_measure_requested", False):
         with st.spinner(t("memory.measured.running", device=str(dev))):
             try:
                 if dev.type == "cuda":  # the CUDA allocator's own peak counter is exact in this process
                     found = memory.measure_curve(enc, seqs, batch)
                 else:  # this server reuses freed memory: measure in a fresh process
-                    found = memory.measure_curve_fresh(state.get("model"), state.get("device"), state.get("dtype"),
-                                                       seqs, batch)
+                    found = memory.measure_curve_fresh(
+                        state.get("model"), state.get("device"), state.get("dtype"), seqs, batch
+                    )
             except (memory.MemoryInputError, RuntimeError) as err:  # RuntimeError: out of memory
                 st.error(t("memory.measured.failed", reason=str(err).splitlines()[0]))
                 return
@@ -112,8 +155,15 @@ def _measured(font: int) -> None:
     one = [memory.score_bytes(batch, c.n_heads, s, "fp32") for s in xs]
     lines = {t("memory.line.maps", layers=c.n_layers): maps, t("memory.line.one_layer"): one}
     measured = {t("memory.line.measured", device=rows[0]["device"]): (xs, [r["peak_bytes"] for r in rows])}
-    fig = memory_chart(xs, lines, measured, title=t("memory.measured.chart", name=enc.name, batch=batch),
-                       x_title=t("memory.axis_seq"), y_title=t("memory.axis_bytes"), font_size=font)
+    fig = memory_chart(
+        xs,
+        lines,
+        measured,
+        title=t("memory.measured.chart", name=enc.name, batch=batch),
+        x_title=t("memory.axis_seq"),
+        y_title=t("memory.axis_bytes"),
+        font_size=font,
+    )
     st.plotly_chart(fig, width="stretch", key="memory_measured_chart")
     table = [t("memory.measured.table")]
     for r, m in zip(rows, maps, strict=True):
@@ -138,9 +188,20 @@ def main() -> None:
     cols[1].metric(t("memory.metric.forward", dtype=e.dtype), memory.fmt_bytes(e.score_bytes))
     cols[2].metric(t("memory.metric.training"), memory.fmt_bytes(e.score_bytes_training))
     cols[3].metric(t("memory.metric.params"), f"{e.params:,}", help=t("memory.metric.params_help"))
-    st.markdown(t("memory.formulas", batch=e.batch, heads=e.heads, seq=e.seq, elements=f"{e.score_elements:,}",
-                  bytes_per=memory.bytes_per_element(e.dtype), dtype=e.dtype, score=f"{e.score_bytes:,}",
-                  d_model=e.d_model, params=f"{e.params:,}"))
+    st.markdown(
+        t(
+            "memory.formulas",
+            batch=e.batch,
+            heads=e.heads,
+            seq=e.seq,
+            elements=f"{e.score_elements:,}",
+            bytes_per=memory.bytes_per_element(e.dtype),
+            dtype=e.dtype,
+            score=f"{e.score_bytes:,}",
+            d_model=e.d_model,
+            params=f"{e.params:,}",
+        )
+    )
     st.subheader(t("memory.tutorial_title"))
     _tutorial_check()
     st.subheader(t("memory.remedies_title"))

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import streamlit as st
 
-from models import AttnVizError, memory, troubleshoot
+from models import AttnVizError
+from models.lecture import memory, troubleshoot
 from ui import lecture, mask_report, presentation, state
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
@@ -30,20 +31,48 @@ def _heatmap(weights: np.ndarray, tokens: list[str], title: str, keep: np.ndarra
 
 def _demo_loss(out, layer: int, head: int, query: int, font: int) -> None:
     d = troubleshoot.scaling_effect(out, layer, head, query)
-    st.markdown(t(
-        "trouble.demo.loss", layer=layer, d_k=d.d_k, sqrt_dk=f"{math.sqrt(d.d_k):.2f}",
-        max_with=f"{d.max_weight[0].mean():.3f}", max_without=f"{d.max_weight[1].mean():.3f}",
-        ent_with=f"{d.entropy[0].mean():.2f}", ent_without=f"{d.entropy[1].mean():.2f}",
-        std_with=f"{d.logit_std[0].mean():.2f}", std_without=f"{d.logit_std[1].mean():.2f}",
-    ))
+    st.markdown(
+        t(
+            "trouble.demo.loss",
+            layer=layer,
+            d_k=d.d_k,
+            sqrt_dk=f"{math.sqrt(d.d_k):.2f}",
+            max_with=f"{d.max_weight[0].mean():.3f}",
+            max_without=f"{d.max_weight[1].mean():.3f}",
+            ent_with=f"{d.entropy[0].mean():.2f}",
+            ent_without=f"{d.entropy[1].mean():.2f}",
+            std_with=f"{d.logit_std[0].mean():.2f}",
+            std_without=f"{d.logit_std[1].mean():.2f}",
+        )
+    )
     heads = [t("inside.fig.head_n", head=h) for h in range(d.max_weight.shape[1])]
     series = {t("inside.fig.with_scale"): d.max_weight[0], t("inside.fig.without_scale"): d.max_weight[1]}
-    st.plotly_chart(compare_bars(series, heads, t("trouble.fig.max_weight", layer=layer), y_title=t("trouble.fig.max_weight_axis"),
-                                 font_size=font, y_range=(0, 1.05)), width="stretch", key="trouble_loss_heads")
+    st.plotly_chart(
+        compare_bars(
+            series,
+            heads,
+            t("trouble.fig.max_weight", layer=layer),
+            y_title=t("trouble.fig.max_weight_axis"),
+            font_size=font,
+            y_range=(0, 1.05),
+        ),
+        width="stretch",
+        key="trouble_loss_heads",
+    )
     labels = [f"{i}: {tok}" for i, tok in enumerate(out.tokens)]
     row = {t("inside.fig.with_scale"): d.row_scaled, t("inside.fig.without_scale"): d.row_unscaled}
-    st.plotly_chart(compare_bars(row, labels, t("inside.fig.scale", token=out.tokens[query]), y_title=t("inside.fig.weight"),
-                                 font_size=font, y_range=(0, 1.05)), width="stretch", key="trouble_loss_row")
+    st.plotly_chart(
+        compare_bars(
+            row,
+            labels,
+            t("inside.fig.scale", token=out.tokens[query]),
+            y_title=t("inside.fig.weight"),
+            font_size=font,
+            y_range=(0, 1.05),
+        ),
+        width="stretch",
+        key="trouble_loss_row",
+    )
 
 
 def _demo_nan(out, layer: int, head: int, query: int) -> None:
@@ -55,8 +84,18 @@ def _demo_nan(out, layer: int, head: int, query: int) -> None:
     for j in range(show):
         lines.append(f"| {j}: {out.tokens[j]} | {d.scores[j]:.3f} | {d.with_inf[j]} | {d.with_min[j]:.4f} |")
     st.markdown("\n".join(lines))
-    st.markdown(t("trouble.demo.nan", n=n, sum_inf=f"{np.sum(d.with_inf)}", sum_min=f"{np.sum(d.with_min):.4f}",
-                  uniform=f"{1 / n:.4f}", token=out.tokens[query], layer=layer, head=head))
+    st.markdown(
+        t(
+            "trouble.demo.nan",
+            n=n,
+            sum_inf=f"{np.sum(d.with_inf)}",
+            sum_min=f"{np.sum(d.with_min):.4f}",
+            uniform=f"{1 / n:.4f}",
+            token=out.tokens[query],
+            layer=layer,
+            head=head,
+        )
+    )
 
 
 # The transposed causal mask of the demonstration, as the expression a user would type on the Masks page.
@@ -81,10 +120,15 @@ def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
     wrong_mass = float(d.future_mass_wrong.mean())
     right_mass = float(d.future_mass_right.max())
     verdict = "trouble.demo.mask_leak" if d.leaked_cells else "trouble.demo.mask_ok"
-    (st.warning if d.leaked_cells else st.success)(t(
-        verdict, mass=f"{100 * wrong_mass:.1f}", cells=d.leaked_cells, right=f"{100 * right_mass:.1f}",
-        worst=f"{100 * float(d.future_mass_wrong.max()):.1f}",
-    ))
+    (st.warning if d.leaked_cells else st.success)(
+        t(
+            verdict,
+            mass=f"{100 * wrong_mass:.1f}",
+            cells=d.leaked_cells,
+            right=f"{100 * right_mass:.1f}",
+            worst=f"{100 * float(d.future_mass_wrong.max()):.1f}",
+        )
+    )
     left, right = st.columns(2)
     tokens = out.tokens
     fig = _heatmap(d.wrong[layer, head], tokens, t("trouble.fig.wrong_map", layer=layer, head=head), d.intended, font)
@@ -97,8 +141,15 @@ def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
     try:
         with st.spinner(t("trouble.demo.mask_running")):
             report = mask_report.checked(
-                state.get("model"), state.get("device"), state.get("dtype"), (out_text(),), out_text_b(),
-                PLANTED_CAUSAL, "", "keep", "causal",
+                state.get("model"),
+                state.get("device"),
+                state.get("dtype"),
+                (out_text(),),
+                out_text_b(),
+                PLANTED_CAUSAL,
+                "",
+                "keep",
+                "causal",
             )
     except AttnVizError as err:
         st.error(str(err))
@@ -108,8 +159,14 @@ def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
 
 def _demo_concat(out, layer: int) -> None:
     d = troubleshoot.contiguous_error(out, layer)
-    st.markdown(t("trouble.demo.concat_before", shape=lecture.shape(d.context_shape), moved=lecture.shape(d.transposed_shape),
-                  stride=lecture.shape(d.transposed_stride)))
+    st.markdown(
+        t(
+            "trouble.demo.concat_before",
+            shape=lecture.shape(d.context_shape),
+            moved=lecture.shape(d.transposed_shape),
+            stride=lecture.shape(d.transposed_stride),
+        )
+    )
     st.code(d.code_wrong, language="python", wrap_lines=True)
     if d.error:
         st.markdown(t("trouble.demo.concat_error"))
@@ -124,13 +181,20 @@ def _demo_oom(out, enc) -> None:
     c = enc.config
     here = memory.estimate(1, c.n_heads, out.seq, c.d_model, "fp32", c.n_layers)
     long = memory.estimate(1, c.n_heads, 4096, c.d_model, "fp32", c.n_layers)
-    st.markdown(t(
-        "trouble.demo.oom", seq=out.seq, heads=c.n_heads, layers=c.n_layers,
-        elements=f"{here.score_elements:,}", bytes=memory.fmt_bytes(here.score_bytes),
-        all_layers=memory.fmt_bytes(memory.encoder_maps_bytes(c.n_layers, 1, c.n_heads, out.seq)),
-        long_bytes=memory.fmt_bytes(long.score_bytes), ratio=f"{(4096 / out.seq) ** 2:,.0f}",
-        flash=memory.fmt_bytes(long.flash_bytes),
-    ))
+    st.markdown(
+        t(
+            "trouble.demo.oom",
+            seq=out.seq,
+            heads=c.n_heads,
+            layers=c.n_layers,
+            elements=f"{here.score_elements:,}",
+            bytes=memory.fmt_bytes(here.score_bytes),
+            all_layers=memory.fmt_bytes(memory.encoder_maps_bytes(c.n_layers, 1, c.n_heads, out.seq)),
+            long_bytes=memory.fmt_bytes(long.score_bytes),
+            ratio=f"{(4096 / out.seq) ** 2:,.0f}",
+            flash=memory.fmt_bytes(long.flash_bytes),
+        )
+    )
     st.page_link("app_pages/memory.py", label=t("trouble.demo.oom_link"), icon=":material/memory:")
 
 
@@ -139,21 +203,41 @@ def _demo_single(out, layer: int, font: int) -> None:
     h = sim.shape[0]
     off = sim[~np.eye(h, dtype=bool)]
     pair = np.unravel_index(np.argmax(np.where(np.eye(h, dtype=bool), -1, sim)), sim.shape)
-    st.markdown(t("trouble.demo.single", layer=layer, heads=h, mean=f"{off.mean():.2f}", best=f"{off.max():.2f}",
-                  a=int(pair[0]), b=int(pair[1])))
+    st.markdown(
+        t(
+            "trouble.demo.single",
+            layer=layer,
+            heads=h,
+            mean=f"{off.mean():.2f}",
+            best=f"{off.max():.2f}",
+            a=int(pair[0]),
+            b=int(pair[1]),
+        )
+    )
     titles = [t("inside.fig.head_n", head=i) for i in range(h)]
     maps = out.attentions[layer].numpy()
-    st.plotly_chart(heads_grid(maps, titles, t("inside.fig.heads", heads=h, d_k=out.queries.shape[-1]), font_size=font),
-                    width="stretch", key="trouble_single_grid")
+    st.plotly_chart(
+        heads_grid(maps, titles, t("inside.fig.heads", heads=h, d_k=out.queries.shape[-1]), font_size=font),
+        width="stretch",
+        key="trouble_single_grid",
+    )
     st.page_link("app_pages/inside_head.py", label=t("trouble.demo.single_link"), icon=":material/calculate:")
 
 
 def _demo_slow(out, enc) -> None:
     c = enc.config
     d = troubleshoot.kv_cache_savings(c.n_layers, c.n_heads, c.d_k, out.seq, "fp32")
-    st.markdown(t("trouble.demo.slow", seq=d.seq, without=f"{d.recomputed_without:,}", with_cache=f"{d.computed_with:,}",
-                  factor=f"{d.recomputed_without / d.computed_with:.1f}", cache=memory.fmt_bytes(d.cache_bytes),
-                  layers=c.n_layers))
+    st.markdown(
+        t(
+            "trouble.demo.slow",
+            seq=d.seq,
+            without=f"{d.recomputed_without:,}",
+            with_cache=f"{d.computed_with:,}",
+            factor=f"{d.recomputed_without / d.computed_with:.1f}",
+            cache=memory.fmt_bytes(d.cache_bytes),
+            layers=c.n_layers,
+        )
+    )
 
 
 def _demo_uniform(out, layer: int, font: int) -> None:
@@ -162,8 +246,14 @@ def _demo_uniform(out, layer: int, font: int) -> None:
     key = "trouble.demo.uniform" if broad else "trouble.demo.uniform_none"
     st.markdown(t(key, layer=layer, n=len(broad), heads=len(spread), threshold=BROAD, which=", ".join(map(str, broad))))
     heads = [t("inside.fig.head_n", head=h) for h in range(len(spread))]
-    fig = compare_bars({t("trouble.fig.spread_name"): spread}, heads, t("trouble.fig.spread", layer=layer),
-                       y_title=t("trouble.fig.spread_axis"), font_size=font, y_range=(0, 1.05))
+    fig = compare_bars(
+        {t("trouble.fig.spread_name"): spread},
+        heads,
+        t("trouble.fig.spread", layer=layer),
+        y_title=t("trouble.fig.spread_axis"),
+        font_size=font,
+        y_range=(0, 1.05),
+    )
     fig.add_hline(y=BROAD, line=dict(color="#d62728", dash="dash"))
     st.plotly_chart(fig, width="stretch", key="trouble_uniform")
 
@@ -186,13 +276,24 @@ def main() -> None:
     lc, hc, qc = st.columns([2, 2, 3])
     layer = lc.slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
     head = hc.slider(t("common.head"), 0, c.n_heads - 1, key="head")
-    query = qc.selectbox(t("inside.query"), list(range(out.seq)), key="query",
-                         format_func=lambda j: f"{j}: {out.tokens[j]}", help=t("inside.query_help"))
+    query = qc.selectbox(
+        t("inside.query"),
+        list(range(out.seq)),
+        key="query",
+        format_func=lambda j: f"{j}: {out.tokens[j]}",
+        help=t("inside.query_help"),
+    )
 
     for n, r in enumerate(ROWS, start=1):
         with st.expander(f"{n}. {t(f'trouble.row.{r}.symptom')}", expanded=n == 1):
-            st.markdown(t("trouble.summary", cause=t(f"trouble.row.{r}.cause"), check=t(f"trouble.row.{r}.check"),
-                          fix=t(f"trouble.row.{r}.fix")))
+            st.markdown(
+                t(
+                    "trouble.summary",
+                    cause=t(f"trouble.row.{r}.cause"),
+                    check=t(f"trouble.row.{r}.check"),
+                    fix=t(f"trouble.row.{r}.fix"),
+                )
+            )
             st.markdown(f"**{t('trouble.live')}**")
             if r == "loss":
                 _demo_loss(out, layer, head, query, font)

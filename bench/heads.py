@@ -28,8 +28,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from models import load_encoder  # noqa: E402
-from models.corpus import analyse_corpus, read_corpus  # noqa: E402
-from models.heads import Accumulator, Roles, cka_matrix, cosine_matrix, js_matrix  # noqa: E402
+from models.analysis.corpus import analyse_corpus, read_corpus  # noqa: E402
+from models.analysis.heads import Accumulator, Roles, cka_matrix, cosine_matrix, js_matrix  # noqa: E402
 
 
 def machine(device: torch.device) -> str:
@@ -124,11 +124,15 @@ def corpus(device: str, n_sentences: int, repeats: int) -> None:
 
     t_peer = timed(one_by_one, dev, 1, 0)
     rate = len(lines) / t
-    print(f"\ncorpus mode: {len(lines)} sentences ({report.pairs and 'with pairs, ' or ''}{per:.1f} tokens each on average), "
-          f"{enc.name} on {dev}: statistics, JS, cosine and pooled CKA")
+    print(
+        f"\ncorpus mode: {len(lines)} sentences ({report.pairs and 'with pairs, ' or ''}{per:.1f} tokens each on average), "
+        f"{enc.name} on {dev}: statistics, JS, cosine and pooled CKA"
+    )
     print(f"{'':<28} {'seconds':>8} {'sentences/s':>12}")
     print(f"{'batched, length-sorted':<28} {t:>8.2f} {rate:>12.0f}   target ≥ 50: {'met' if rate >= 50 else 'MISSED'}")
-    print(f"{'one sentence at a time':<28} {t_peer:>8.2f} {len(lines) / t_peer:>12.0f}   batching is {t_peer / t:.1f}× faster")
+    print(
+        f"{'one sentence at a time':<28} {t_peer:>8.2f} {len(lines) / t_peer:>12.0f}   batching is {t_peer / t:.1f}× faster"
+    )
 
 
 def main() -> None:

@@ -25,7 +25,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models import load_encoder, memory  # noqa: E402
+from models import load_encoder  # noqa: E402
+from models.lecture import memory  # noqa: E402
 
 
 def main() -> int:
@@ -40,8 +41,10 @@ def main() -> int:
     print("The tutorial's examples (batch 2, 12 heads, fp16):")
     for seq in (512, 4096):
         e = memory.estimate(2, 12, seq, 768, "fp16")
-        print(f"  seq {seq:>4}: {e.score_elements:>11,} elements, {memory.fmt_bytes(e.score_bytes):>7} "
-              f"(training {memory.fmt_bytes(e.score_bytes_training)})")
+        print(
+            f"  seq {seq:>4}: {e.score_elements:>11,} elements, {memory.fmt_bytes(e.score_bytes):>7} "
+            f"(training {memory.fmt_bytes(e.score_bytes_training)})"
+        )
     print(f"  MHA parameters, d_model 768: {memory.mha_params(768):,} (4·d_model² + 4·d_model)\n")
 
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
@@ -50,12 +53,16 @@ def main() -> int:
     found = memory.measure_curve(enc, seqs, args.batch)
     print(f"{enc.name}: {c.n_layers} layers × {c.n_heads} heads on {enc.device} ({args.dtype}), batch {args.batch}")
     print(f"method: {memory.METHODS[found[0].method]}")
-    print(f"{'tokens':>6} {'one layer (formula)':>20} {'all maps, fp32':>15} {'measured':>10} {'measured/estimate':>18}")
+    print(
+        f"{'tokens':>6} {'one layer (formula)':>20} {'all maps, fp32':>15} {'measured':>10} {'measured/estimate':>18}"
+    )
     for m in found:
         one = memory.score_bytes(args.batch, c.n_heads, m.seq, args.dtype)
         maps = memory.encoder_maps_bytes(c.n_layers, args.batch, c.n_heads, m.seq)
-        print(f"{m.seq:>6} {memory.fmt_bytes(one):>20} {memory.fmt_bytes(maps):>15} {memory.fmt_bytes(m.peak_bytes):>10} "
-              f"{m.peak_bytes / maps:>18.2f}")
+        print(
+            f"{m.seq:>6} {memory.fmt_bytes(one):>20} {memory.fmt_bytes(maps):>15} {memory.fmt_bytes(m.peak_bytes):>10} "
+            f"{m.peak_bytes / maps:>18.2f}"
+        )
     return 0
 
 

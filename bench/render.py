@@ -62,8 +62,12 @@ def ours_figure_json(attn: np.ndarray) -> tuple[str, dict]:
     t0 = time.perf_counter()
     mosaic = render_mosaic(attn)
     fig_json = overview_figure(mosaic, selected=(0, 0), title="Every layer and head").to_json()
-    return fig_json, {"python_ms": (time.perf_counter() - t0) * 1000, "png_bytes": len(mosaic.png),
-                      "bytes_per_value": mosaic.bytes_per_value, "json_bytes": len(fig_json)}
+    return fig_json, {
+        "python_ms": (time.perf_counter() - t0) * 1000,
+        "png_bytes": len(mosaic.png),
+        "bytes_per_value": mosaic.bytes_per_value,
+        "json_bytes": len(fig_json),
+    }
 
 
 def ours_cold_html(fig_json: str) -> str:
@@ -79,9 +83,11 @@ def ours_warm_html(fig_json: str) -> str:
     """Return a page with plotly.js loaded and the figure JSON waiting in the page, not drawn yet."""
     from plotly.offline import get_plotlyjs
 
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><script>{get_plotlyjs()}</script></head><body>'
-            f'<div id="plot" style="width:1000px"></div><script type="application/json" id="data">{fig_json}</script>'
-            "</body></html>")
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><script>{get_plotlyjs()}</script></head><body>'
+        f'<div id="plot" style="width:1000px"></div><script type="application/json" id="data">{fig_json}</script>'
+        "</body></html>"
+    )
 
 
 def plotly_only_html() -> str:
@@ -90,7 +96,11 @@ def plotly_only_html() -> str:
 
     from viz.export import standalone_html
 
-    fig = go.Figure(go.Image(source="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAAAAAA6fptVAAAACklEQVR4nGNgAAAAAgABSK+kcQAAAABJRU5ErkJggg=="))
+    fig = go.Figure(
+        go.Image(
+            source="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAAAAAA6fptVAAAACklEQVR4nGNgAAAAAgABSK+kcQAAAABJRU5ErkJggg=="
+        )
+    )
     return standalone_html("plotly.js alone", [("", fig)])
 
 
@@ -101,13 +111,15 @@ def _script(path: Path) -> str:
 def _bertviz_libraries() -> str:
     # d3 and jQuery first, while no AMD loader exists, so they become window.d3 / window.jQuery; then require.js,
     # and named modules for them, so bertviz's requirejs(['jquery', 'd3'], …) never looks at its CDN paths.
-    return "\n".join([
-        _script(VENDOR / "d3-5.7.0.min.js"),
-        _script(VENDOR / "jquery-2.1.4.min.js"),
-        _script(VENDOR / "require-2.3.6.js"),
-        "<script>define('d3', [], function () { return window.d3; });"
-        "define('jquery', [], function () { return window.jQuery; });</script>",
-    ])
+    return "\n".join(
+        [
+            _script(VENDOR / "d3-5.7.0.min.js"),
+            _script(VENDOR / "jquery-2.1.4.min.js"),
+            _script(VENDOR / "require-2.3.6.js"),
+            "<script>define('d3', [], function () { return window.d3; });"
+            "define('jquery', [], function () { return window.jQuery; });</script>",
+        ]
+    )
 
 
 def bertviz_parts(attn: np.ndarray, tokens: list[str]) -> tuple[str, str]:
@@ -123,21 +135,30 @@ def bertviz_parts(attn: np.ndarray, tokens: list[str]) -> tuple[str, str]:
     body = body.replace(BERTVIZ_CDN, "")
     div, script = body.split(opening, 1)
     script = script.rsplit("</script>", 1)[0]
-    for cdn in ("https://cdnjs.cloudflare.com/ajax/libs/d3/5.7.0/d3.min", "https://cdnjs.cloudflare.com/ajax/libs/jquery/2.0.0/jquery.min"):
-        script = script.replace(cdn, "inline-" + cdn.rsplit("/", 1)[-1])  # never fetched; a request would be refused and counted
+    for cdn in (
+        "https://cdnjs.cloudflare.com/ajax/libs/d3/5.7.0/d3.min",
+        "https://cdnjs.cloudflare.com/ajax/libs/jquery/2.0.0/jquery.min",
+    ):
+        script = script.replace(
+            cdn, "inline-" + cdn.rsplit("/", 1)[-1]
+        )  # never fetched; a request would be refused and counted
     return div, script
 
 
 def bertviz_cold_html(div: str, script: str) -> str:
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>bertviz model_view</title></head><body>'
-            f"{_bertviz_libraries()}{div}<script>{script}</script></body></html>")
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>bertviz model_view</title></head><body>'
+        f"{_bertviz_libraries()}{div}<script>{script}</script></body></html>"
+    )
 
 
 def bertviz_warm_html(div: str, script: str) -> str:
     """Return a page with bertviz's libraries loaded and its view script waiting in the page, not run yet."""
     held = script.replace("</", "<\\/")  # only inside the JSON params' strings
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>bertviz model_view</title></head><body>'
-            f'{_bertviz_libraries()}{div}<script type="text/plain" id="data">{held}</script></body></html>')
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>bertviz model_view</title></head><body>'
+        f'{_bertviz_libraries()}{div}<script type="text/plain" id="data">{held}</script></body></html>'
+    )
 
 
 # ---- measuring in chromium ----------------------------------------------------------------------------
@@ -248,8 +269,10 @@ class Result:
 
 
 FRAMES = "const frame = () => new Promise(r => requestAnimationFrame(() => r()));"
-DECODED = ("const img = document.querySelector('.js-plotly-plot image');"
-           "const probe = new Image(); probe.src = img.getAttribute('href'); await probe.decode();")
+DECODED = (
+    "const img = document.querySelector('.js-plotly-plot image');"
+    "const probe = new Image(); probe.src = img.getAttribute('href'); await probe.decode();"
+)
 READY = {
     "ours": "() => !!document.querySelector('.js-plotly-plot image')",
     "bertviz": "() => !!document.querySelector('#vis svg')",  # model_view.js appends it, then every line, in one task
@@ -325,7 +348,11 @@ def median_of(runs: list[Result]) -> Result:
     ordered = sorted(runs, key=lambda r: r.painted_ms)
     mid = ordered[len(ordered) // 2]
     if len(runs) > 1:
-        mid.note = "; ".join(x for x in [mid.note, f"median of {len(runs)}: {ordered[0].painted_ms:.0f}–{ordered[-1].painted_ms:.0f} ms"] if x)
+        mid.note = "; ".join(
+            x
+            for x in [mid.note, f"median of {len(runs)}: {ordered[0].painted_ms:.0f}–{ordered[-1].painted_ms:.0f} ms"]
+            if x
+        )
     mid.refused = [u for r in runs for u in r.refused]
     mid.errors = [e for r in runs for e in r.errors]
     return mid
@@ -339,7 +366,7 @@ def app_overview_ms(browser, texts: dict[str, str], timeout_s: float) -> dict[st
     """
     from urllib.parse import quote
 
-    from tests.browser import app_server
+    from tests.browser.support import app_server
 
     out = {}
     with app_server(timeout=120) as url:
@@ -352,7 +379,8 @@ def app_overview_ms(browser, texts: dict[str, str], timeout_s: float) -> dict[st
             page.goto(f"{url}/?text={quote(text)}", wait_until="commit")
             page.wait_for_function(
                 f"() => document.body.innerText.includes('{name}') && !!document.querySelector('.js-plotly-plot image')",
-                timeout=timeout_s * 1000, polling=100,
+                timeout=timeout_s * 1000,
+                polling=100,
             )
             out[name] = page.evaluate(COLD_JS["ours"])
             page.close()
@@ -370,7 +398,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from models import load_encoder
-    from tests.browser import browser
+    from tests.browser.support import browser
 
     enc = load_encoder("minilm", device="cpu")
     short = enc.encode(text_of(enc.tokenizer, args.tokens))
@@ -384,12 +412,17 @@ def main() -> None:
         json_long, facts_long = ours_figure_json(attn_long)
         pages = {
             "plotly": plotly_only_html(),
-            "ours-short-cold": ours_cold_html(json_short), "ours-short-warm": ours_warm_html(json_short),
-            "ours-long-cold": ours_cold_html(json_long), "ours-long-warm": ours_warm_html(json_long),
+            "ours-short-cold": ours_cold_html(json_short),
+            "ours-short-warm": ours_warm_html(json_short),
+            "ours-long-cold": ours_cold_html(json_long),
+            "ours-long-warm": ours_warm_html(json_long),
         }
         if not args.skip_bertviz:
             div, script = bertviz_parts(attn_short, short.tokens)
-            pages["bertviz-cold"], pages["bertviz-warm"] = bertviz_cold_html(div, script), bertviz_warm_html(div, script)
+            pages["bertviz-cold"], pages["bertviz-warm"] = (
+                bertviz_cold_html(div, script),
+                bertviz_warm_html(div, script),
+            )
         files = {}
         for name, text in pages.items():
             files[name] = tmp / f"{name}.html"
@@ -399,54 +432,93 @@ def main() -> None:
             idle = pss_total_mb()
             baseline = measure(b, files["plotly"], "plotly.js alone", "ours", "cold", 120)  # also warms the browser up
             rows: list[tuple[str, Result, Result]] = []
-            for label, key in ((f"ours, {args.tokens} tokens", "ours-short"), (f"ours, {args.long} tokens", "ours-long")):
-                cold = median_of([measure(b, files[f"{key}-cold"], label, "ours", "cold", 120) for _ in range(args.repeats)])
-                warm = median_of([measure(b, files[f"{key}-warm"], label, "ours", "warm", 120) for _ in range(args.repeats)])
+            for label, key in (
+                (f"ours, {args.tokens} tokens", "ours-short"),
+                (f"ours, {args.long} tokens", "ours-long"),
+            ):
+                cold = median_of(
+                    [measure(b, files[f"{key}-cold"], label, "ours", "cold", 120) for _ in range(args.repeats)]
+                )
+                warm = median_of(
+                    [measure(b, files[f"{key}-warm"], label, "ours", "warm", 120) for _ in range(args.repeats)]
+                )
                 rows.append((label, cold, warm))
             if not args.skip_bertviz:
                 label = f"bertviz model_view, {args.tokens} tokens"
                 cold = measure(b, files["bertviz-cold"], label, "bertviz", "cold", args.bertviz_timeout)
                 warm = measure(b, files["bertviz-warm"], label, "bertviz", "warm", args.bertviz_timeout)
                 rows.append((label, cold, warm))
-            app_ms = None if args.no_app else app_overview_ms(
-                b, {"12 tokens": "The quick brown fox jumps over the lazy dog.", f"{args.long} tokens": long_text}, 300)
+            app_ms = (
+                None
+                if args.no_app
+                else app_overview_ms(
+                    b,
+                    {"12 tokens": "The quick brown fox jumps over the lazy dog.", f"{args.long} tokens": long_text},
+                    300,
+                )
+            )
 
-    print(f"model: {enc.name}, {L} layers × {H} heads; Debian chromium {os.environ.get('CHROMIUM', '/usr/bin/chromium')}, "
-          f"headless; idle browser PSS {idle:.0f} MB; {os.cpu_count()} CPU cores")
-    print(f"ours in Python (mosaic + figure): {facts_short['python_ms']:.0f} ms at {args.tokens} tokens, "
-          f"{facts_long['python_ms']:.0f} ms at {args.long}; PNG {facts_short['png_bytes'] / 1024:.0f} KB / "
-          f"{facts_long['png_bytes'] / 1024:.0f} KB = {facts_short['bytes_per_value']:.2f} / "
-          f"{facts_long['bytes_per_value']:.3f} bytes per attention value (base64, as sent)")
-    print(f"{'view':32} {'page MB':>8} {'cold ms':>8} {'warm ms':>8} {'JS heap MB':>11} {'renderer peak MB':>17} "
-          f"{'browser peak MB':>16}  notes")
+    print(
+        f"model: {enc.name}, {L} layers × {H} heads; Debian chromium {os.environ.get('CHROMIUM', '/usr/bin/chromium')}, "
+        f"headless; idle browser PSS {idle:.0f} MB; {os.cpu_count()} CPU cores"
+    )
+    print(
+        f"ours in Python (mosaic + figure): {facts_short['python_ms']:.0f} ms at {args.tokens} tokens, "
+        f"{facts_long['python_ms']:.0f} ms at {args.long}; PNG {facts_short['png_bytes'] / 1024:.0f} KB / "
+        f"{facts_long['png_bytes'] / 1024:.0f} KB = {facts_short['bytes_per_value']:.2f} / "
+        f"{facts_long['bytes_per_value']:.3f} bytes per attention value (base64, as sent)"
+    )
+    print(
+        f"{'view':32} {'page MB':>8} {'cold ms':>8} {'warm ms':>8} {'JS heap MB':>11} {'renderer peak MB':>17} "
+        f"{'browser peak MB':>16}  notes"
+    )
     for label, cold, warm in rows:
-        notes = "; ".join(x for x in [cold.note, f"warm: {warm.note}" if warm.note and "SVG" not in warm.note else "",
-                                      f"{len(cold.refused) + len(warm.refused)} requests refused" if cold.refused or warm.refused else "",
-                                      f"{len(cold.errors) + len(warm.errors)} console errors" if cold.errors or warm.errors else ""] if x)
-        print(f"{label:32} {cold.html_mb:8.1f} {cold.painted_ms:8.0f} {warm.painted_ms:8.0f} {cold.heap_mb:11.1f} "
-              f"{cold.renderer_peak_mb:17.0f} {cold.browser_peak_mb:16.0f}  {notes}")
+        notes = "; ".join(
+            x
+            for x in [
+                cold.note,
+                f"warm: {warm.note}" if warm.note and "SVG" not in warm.note else "",
+                f"{len(cold.refused) + len(warm.refused)} requests refused" if cold.refused or warm.refused else "",
+                f"{len(cold.errors) + len(warm.errors)} console errors" if cold.errors or warm.errors else "",
+            ]
+            if x
+        )
+        print(
+            f"{label:32} {cold.html_mb:8.1f} {cold.painted_ms:8.0f} {warm.painted_ms:8.0f} {cold.heap_mb:11.1f} "
+            f"{cold.renderer_peak_mb:17.0f} {cold.browser_peak_mb:16.0f}  {notes}"
+        )
     import plotly.io as pio
 
     from viz.export import plotly_bundle
 
     name, js = plotly_bundle([pio.from_json(json_short)])
-    print(f"{name} alone ({len(js) / 2**20:.1f} MB, inline) paints a 1-pixel image {baseline.painted_ms:.0f} ms after "
-          "navigation: most of our cold time; the app's browser tab loads plotly.js once per session")
+    print(
+        f"{name} alone ({len(js) / 2**20:.1f} MB, inline) paints a 1-pixel image {baseline.painted_ms:.0f} ms after "
+        "navigation: most of our cold time; the app's browser tab loads plotly.js once per session"
+    )
     ours_s, ours_l = rows[0][1:], rows[1][1:]
     if not args.skip_bertviz:
         theirs = rows[2][1:]
         for i, mode in enumerate(("cold", "warm")):
             ratio = ours_s[i].painted_ms / theirs[i].painted_ms
-            print(f"ours/bertviz time at {args.tokens} tokens, {mode}: {ratio:.4f} (1/{1 / ratio:.0f}); "
-                  f"target ≤ 0.05 (1/20): {'met' if ratio <= 0.05 else 'NOT met'}")
-        print(f"ours/bertviz renderer peak memory at {args.tokens} tokens: {ours_s[0].renderer_peak_mb / theirs[0].renderer_peak_mb:.3f}")
+            print(
+                f"ours/bertviz time at {args.tokens} tokens, {mode}: {ratio:.4f} (1/{1 / ratio:.0f}); "
+                f"target ≤ 0.05 (1/20): {'met' if ratio <= 0.05 else 'NOT met'}"
+            )
+        print(
+            f"ours/bertviz renderer peak memory at {args.tokens} tokens: {ours_s[0].renderer_peak_mb / theirs[0].renderer_peak_mb:.3f}"
+        )
     slowest = max(ours_l[0].painted_ms, ours_l[1].painted_ms)
     ok_long = slowest <= 3000 and ours_l[0].browser_peak_mb <= 1024
-    print(f"ours at {args.long} tokens: painted in {ours_l[0].painted_ms / 1000:.2f} s cold, {ours_l[1].painted_ms / 1000:.2f} s warm, "
-          f"browser peak {ours_l[0].browser_peak_mb:.0f} MB; target ≤ 3 s and ≤ 1024 MB: {'met' if ok_long else 'NOT met'}")
+    print(
+        f"ours at {args.long} tokens: painted in {ours_l[0].painted_ms / 1000:.2f} s cold, {ours_l[1].painted_ms / 1000:.2f} s warm, "
+        f"browser peak {ours_l[0].browser_peak_mb:.0f} MB; target ≤ 3 s and ≤ 1024 MB: {'met' if ok_long else 'NOT met'}"
+    )
     if app_ms is not None:
-        print("in the app (streamlit run app.py, a new tab with the text in the URL; Streamlit's start-up and the encoder "
-              "run included): overview painted " + ", ".join(f"{ms / 1000:.2f} s at {n}" for n, ms in app_ms.items()))
+        print(
+            "in the app (streamlit run app.py, a new tab with the text in the URL; Streamlit's start-up and the encoder "
+            "run included): overview painted " + ", ".join(f"{ms / 1000:.2f} s at {n}" for n, ms in app_ms.items())
+        )
     for label, cold, warm in rows:
         for u in (cold.refused + warm.refused)[:3]:
             print(f"refused request from {label}: {u}")

@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import masks
 from .bert import INTERNAL_NAMES, BertEncoder
 from .config import BertConfig
 from .errors import InputError, MaskError
+from .masks import conventions as masks
 
 
 class TruncationWarning(UserWarning):
@@ -201,7 +201,9 @@ class Encoder:
         if pairs and any(b is None for b in texts_b):  # type: ignore[union-attr]
             raise InputError("in a batch of pairs every item needs a second sentence")
         args = (list(texts), list(texts_b)) if pairs else (list(texts),)  # type: ignore[arg-type]
-        kw = dict(padding=True, return_tensors="pt", return_token_type_ids=True, return_attention_mask=True, verbose=False)
+        kw = dict(
+            padding=True, return_tensors="pt", return_token_type_ids=True, return_attention_mask=True, verbose=False
+        )
         enc = self.tokenizer(*args, **kw)
         cut = [max(0, int(n) - limit) for n in enc["attention_mask"].sum(1)]
         if any(cut):  # tokenize again, cut to the limit (longest sentence first for pairs); [SEP] stays last
@@ -210,9 +212,7 @@ class Encoder:
 
     # ---- forward ------------------------------------------------------------------------------------
 
-    def _keep_for(
-        self, mask: str | torch.Tensor | None, seq: int, batch: int = 1
-    ) -> tuple[torch.Tensor | None, str]:
+    def _keep_for(self, mask: str | torch.Tensor | None, seq: int, batch: int = 1) -> tuple[torch.Tensor | None, str]:
         """Return the user's mask as a keep tensor on the device (None = nothing hidden) and its name."""
         if mask is None:
             return None, "bidirectional"

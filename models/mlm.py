@@ -79,7 +79,7 @@ def port_mlm_head(hf_mlm: Any, cfg: BertConfig) -> MlmHead:
     tied = decoder is None or decoder.data_ptr() == embeddings.data_ptr()
     # decoder.bias is the same tensor as bias in transformers' head; tied decoder weights live in the encoder.
     skip = {PREFIX + "decoder.bias"} | ({PREFIX + "decoder.weight"} if tied else set())
-    theirs = {k[len(PREFIX):]: v for k, v in state.items() if k.startswith(PREFIX) and k not in skip}
+    theirs = {k[len(PREFIX) :]: v for k, v in state.items() if k.startswith(PREFIX) and k not in skip}
     with torch.device("meta"):
         head = MlmHead(cfg, tied=tied)
     expected = {k: tuple(v.shape) for k, v in head.state_dict().items()}

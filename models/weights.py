@@ -112,7 +112,11 @@ def _port(hf_model: Any, cfg: BertConfig) -> BertEncoder:
 
 
 _HF_LOAD_ARGS: dict[str, Any] = dict(
-    attn_implementation="eager", dtype=torch.float32, weights_only=True, trust_remote_code=False, output_loading_info=True
+    attn_implementation="eager",
+    dtype=torch.float32,
+    weights_only=True,
+    trust_remote_code=False,
+    output_loading_info=True,
 )
 
 
@@ -176,7 +180,9 @@ def _random_encoder(name: str) -> tuple[BertEncoder, BertConfig]:
 
     key = name.split(":", 1)[1].strip().lower()
     if key not in RANDOM_CONFIGS:
-        raise ModelLoadError(f"unknown random model {name!r}: use one of " + ", ".join(f"random:{k}" for k in RANDOM_CONFIGS))
+        raise ModelLoadError(
+            f"unknown random model {name!r}: use one of " + ", ".join(f"random:{k}" for k in RANDOM_CONFIGS)
+        )
     hf_cfg = HFBertConfig(**RANDOM_CONFIGS[key], attn_implementation="eager")
     cfg = BertConfig.from_hf(hf_cfg.to_dict())
     # Transformers' own initialisation (normal(0, 0.02)), from a fixed seed, without touching the global RNG.
@@ -218,16 +224,23 @@ def _hf_config(source: str) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - not in the cache: try the hub below
         pass
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
-        raise ModelLoadError(f"cannot load {source!r}: it is not in the local Hugging Face cache and HF_HUB_OFFLINE is set. {how}")
+        raise ModelLoadError(
+            f"cannot load {source!r}: it is not in the local Hugging Face cache and HF_HUB_OFFLINE is set. {how}"
+        )
     if not _hub_reachable():
         # Checked up front: the hub client would otherwise retry for ~20 s before giving up.
-        raise ModelLoadError(f"cannot load {source!r}: it is not in the local Hugging Face cache and the hub cannot be reached (no network). {how}")
+        raise ModelLoadError(
+            f"cannot load {source!r}: it is not in the local Hugging Face cache and the hub cannot be reached (no network). {how}"
+        )
     try:
         return fetch()
     except UnsupportedArchitectureError:
         raise
     except Exception as err:  # noqa: BLE001 - hub errors: no such repo, gated, HTTP errors
-        raise ModelLoadError(f"cannot load {source!r} from the Hugging Face hub: {_one_line(err)[:200]}. {how}") from err
+        raise ModelLoadError(
+            f"cannot load {source!r} from the Hugging Face hub: {_one_line(err)[:200]}. {how}"
+        ) from err
+
 
 def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtype: str = "fp32") -> Encoder:
     """Return an Encoder for a model spec (see the module docstring), on `device`, in `dtype`.
@@ -286,4 +299,3 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
         if head.decoder is None:
             head.tie(model.embeddings.word_embeddings)
     return Encoder(model, tokenizer, dev, dt, name=name, spec=spec, source=source, mlm_head=head)
-

@@ -54,14 +54,18 @@ def bert_base_dir(tmp_path_factory) -> Path:
 def tiny_dir(tmp_path_factory) -> Path:
     """A small BERT checkpoint folder, for loader tests that copy or damage it."""
     return save_bert_folder(
-        tmp_path_factory.mktemp("bert-tiny"), hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128
+        tmp_path_factory.mktemp("bert-tiny"),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
     )
 
 
 @pytest.fixture(scope="module")
 def app_url():
     """A fresh `streamlit run app.py` on 127.0.0.1 for one browser-test module; its base URL."""
-    from tests.browser import app_server
+    from tests.browser.support import app_server
 
     with app_server() as url:
         yield url
@@ -70,7 +74,7 @@ def app_url():
 @pytest.fixture(scope="module")
 def chromium():
     """Debian's headless Chromium driven by playwright, for one browser-test module."""
-    from tests.browser import browser
+    from tests.browser.support import browser
 
     with browser() as b:
         yield b

@@ -1,5 +1,5 @@
 """Sections the Heads and Corpus pages share: labels, the statistics table, redundancy, near-duplicates,
-importance and per-layer shares. Streamlit only: numbers come from models.heads / models.importance, figures
+importance and per-layer shares. Streamlit only: numbers come from models.analysis.heads / models.analysis.importance, figures
 from viz.heads / viz.redundancy, words from ui/locales/*/heads.toml.
 """
 
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from models.corpus import PUBLISHED, our_published_figures
-from models.heads import LABELS, THRESHOLDS, HeadReport, closest_pairs, near_duplicates_per_layer, nearest
-from models.importance import Importance
+from models.analysis.corpus import PUBLISHED, our_published_figures
+from models.analysis.heads import LABELS, THRESHOLDS, HeadReport, closest_pairs, near_duplicates_per_layer, nearest
+from models.analysis.importance import Importance
 from viz.heads import importance_bars, importance_vs_redundancy, label_grid, removal_curve, shares_by_layer
 from viz.redundancy import head_map, near_duplicate_bars, pair_maps, redundancy_heatmap
 
@@ -39,9 +39,15 @@ def labels_section(report: HeadReport) -> None:
     st.plotly_chart(fig, width="stretch", key="heads_label_grid")
     st.caption(t("heads.labels.grid_title"))
     counts = {k: int((report.labels == k).sum()) for k in LABELS}
-    st.markdown(t("heads.labels.rules", **{k: f"{v:g}" for k, v in THRESHOLDS.items()},
-                  pct_prev=f"{100 * THRESHOLDS['prev']:.0f}", pct_cls=f"{100 * THRESHOLDS['cls']:.0f}",
-                  pct_block=f"{100 * THRESHOLDS['block']:.0f}"))
+    st.markdown(
+        t(
+            "heads.labels.rules",
+            **{k: f"{v:g}" for k, v in THRESHOLDS.items()},
+            pct_prev=f"{100 * THRESHOLDS['prev']:.0f}",
+            pct_cls=f"{100 * THRESHOLDS['cls']:.0f}",
+            pct_block=f"{100 * THRESHOLDS['block']:.0f}",
+        )
+    )
     st.caption(" · ".join(f"{label_names()[k]}: {v}" for k, v in counts.items() if v))
 
 
@@ -52,10 +58,15 @@ def _hover(report: HeadReport) -> np.ndarray:
     for layer in range(report.n_layers):
         for head in range(report.n_heads):
             out[layer, head] = t(
-                "heads.labels.hover", name=f"L{layer}H{head}", label=names[str(report.labels[layer, head])],
-                entropy=f"{s['entropy'][layer, head]:.2f}", norm=f"{s['entropy_norm'][layer, head]:.2f}",
-                cls=f"{100 * s['cls'][layer, head]:.0f}", sep=f"{100 * s['sep'][layer, head]:.0f}",
-                punct=f"{100 * s['punct'][layer, head]:.0f}", prev=f"{100 * s['prev'][layer, head]:.0f}",
+                "heads.labels.hover",
+                name=f"L{layer}H{head}",
+                label=names[str(report.labels[layer, head])],
+                entropy=f"{s['entropy'][layer, head]:.2f}",
+                norm=f"{s['entropy_norm'][layer, head]:.2f}",
+                cls=f"{100 * s['cls'][layer, head]:.0f}",
+                sep=f"{100 * s['sep'][layer, head]:.0f}",
+                punct=f"{100 * s['punct'][layer, head]:.0f}",
+                prev=f"{100 * s['prev'][layer, head]:.0f}",
                 next=f"{100 * s['next'][layer, head]:.0f}",
             )
     return out
@@ -96,21 +107,35 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
 def redundancy_section(report: HeadReport, key: str) -> None:
     st.subheader(t("heads.redundancy.title"))
     metric = st.radio(
-        t("heads.redundancy.metric"), ["js", "cosine", "cka"], horizontal=True, key=f"{key}_metric",
+        t("heads.redundancy.metric"),
+        ["js", "cosine", "cka"],
+        horizontal=True,
+        key=f"{key}_metric",
         format_func=lambda m: t(f"heads.redundancy.{m}"),
     )
     matrix = {"js": report.js_per_row, "cosine": report.cosine, "cka": report.cka}[metric]
     fig = redundancy_heatmap(
-        matrix, report.order, report.names, report.n_heads,
+        matrix,
+        report.order,
+        report.names,
+        report.n_heads,
         t("heads.redundancy.heatmap_title", metric=t(f"heads.redundancy.{metric}"), n=len(report.names)),
-        t(f"heads.redundancy.{metric}_value"), similarity=metric != "js",
+        t(f"heads.redundancy.{metric}_value"),
+        similarity=metric != "js",
     )
     st.plotly_chart(fig, width="stretch", key=f"{key}_heatmap")
     st.caption(t("heads.redundancy.caption", rows=report.rows))
     if metric == "cka":
         st.caption(t("heads.redundancy.cka_note"))
-    fig = head_map(report.coords, report.names, report.n_heads, list(report.labels.ravel()), label_names(),
-                   t("heads.redundancy.map_title"), t("heads.axis.layer"))
+    fig = head_map(
+        report.coords,
+        report.names,
+        report.n_heads,
+        list(report.labels.ravel()),
+        label_names(),
+        t("heads.redundancy.map_title"),
+        t("heads.axis.layer"),
+    )
     st.plotly_chart(fig, width="stretch", key=f"{key}_map")
     st.caption(t("heads.redundancy.map_caption", stress=f"{report.stress:.2f}"))
 
@@ -119,22 +144,36 @@ def duplicates_section(report: HeadReport, key: str) -> None:
     """Near-duplicates per layer under an adjustable threshold; ends with the heading of `pairs_section`."""
     st.subheader(t("heads.dupes.title"))
     threshold = st.slider(
-        t("heads.dupes.threshold"), 0.0, 0.3, DUPLICATE_THRESHOLD, 0.005, format="%.3f", key=f"{key}_threshold",
+        t("heads.dupes.threshold"),
+        0.0,
+        0.3,
+        DUPLICATE_THRESHOLD,
+        0.005,
+        format="%.3f",
+        key=f"{key}_threshold",
         help=t("heads.dupes.threshold_help"),
     )
     counts = near_duplicates_per_layer(report.js_per_row, report.n_layers, threshold)
     left, right = st.columns(2)
     with left:
-        st.markdown("\n".join(
-            "- " + t("heads.dupes.line", k=int(c), n=report.n_heads, layer=layer, t=f"{threshold:.3f}")
-            for layer, c in enumerate(counts)
-        ))
+        st.markdown(
+            "\n".join(
+                "- " + t("heads.dupes.line", k=int(c), n=report.n_heads, layer=layer, t=f"{threshold:.3f}")
+                for layer, c in enumerate(counts)
+            )
+        )
         st.caption(t("heads.dupes.anywhere"))
     with right:
         st.plotly_chart(
-            near_duplicate_bars(counts, report.n_heads, t("heads.dupes.bars_title", t=f"{threshold:.3f}"),
-                                t("heads.axis.layer"), t("heads.dupes.count")),
-            width="stretch", key=f"{key}_dupe_bars",
+            near_duplicate_bars(
+                counts,
+                report.n_heads,
+                t("heads.dupes.bars_title", t=f"{threshold:.3f}"),
+                t("heads.axis.layer"),
+                t("heads.dupes.count"),
+            ),
+            width="stretch",
+            key=f"{key}_dupe_bars",
         )
     st.markdown("**" + t("heads.dupes.pairs_title") + "**")
 
@@ -149,8 +188,12 @@ def pairs_section(report: HeadReport, maps: MapsFn, key: str, maps_note: str = "
     for a, b, js in closest_pairs(report.js_per_row, MAX_PAIRS):
         (ma, tokens), (mb, _) = maps(a), maps(b)
         cka = report.cka[a, b]
-        caption = t("heads.dupes.pair_caption", js=f"{js:.3f}", cos=f"{report.cosine[a, b]:.2f}",
-                    cka="–" if math.isnan(cka) else f"{cka:.2f}")
+        caption = t(
+            "heads.dupes.pair_caption",
+            js=f"{js:.3f}",
+            cos=f"{report.cosine[a, b]:.2f}",
+            cka="–" if math.isnan(cka) else f"{cka:.2f}",
+        )
         pairs.append((ma, mb, names[a], names[b], caption))
     if pairs:
         st.plotly_chart(pair_maps(pairs, tokens), width="stretch", key=f"{key}_pairs")
@@ -162,23 +205,40 @@ def importance_section(report: HeadReport, importance: Importance, key: str) -> 
     if importance.sentences < report.sentences:
         st.caption(t("corpus.importance_note", n=importance.sentences))
     scores = importance.scores
-    st.plotly_chart(importance_bars(scores, t("heads.importance.bars_title"), t("heads.axis.layer"),
-                                    t("heads.importance.value")), width="stretch", key=f"{key}_imp_bars")
+    st.plotly_chart(
+        importance_bars(scores, t("heads.importance.bars_title"), t("heads.axis.layer"), t("heads.importance.value")),
+        width="stretch",
+        key=f"{key}_imp_bars",
+    )
     left, right = st.columns(2)
     curve = importance.curve
     if curve is not None:
         with left:
-            fig = removal_curve(curve.ks, curve.least_first, curve.most_first, report.n_layers * report.n_heads,
-                                t("heads.importance.removal_title"), t("heads.importance.removed"),
-                                t(f"heads.importance.unit_{curve.measure}"), t("heads.importance.least"),
-                                t("heads.importance.most"))
+            fig = removal_curve(
+                curve.ks,
+                curve.least_first,
+                curve.most_first,
+                report.n_layers * report.n_heads,
+                t("heads.importance.removal_title"),
+                t("heads.importance.removed"),
+                t(f"heads.importance.unit_{curve.measure}"),
+                t("heads.importance.least"),
+                t("heads.importance.most"),
+            )
             st.plotly_chart(fig, width="stretch", key=f"{key}_removal")
             st.caption(t(f"heads.importance.removal_caption_{curve.measure}"))
     with right:
         close, _ = nearest(report.js_per_row)
-        fig = importance_vs_redundancy(scores, close, report.names, report.n_heads, t("heads.importance.scatter_title"),
-                                       t("heads.importance.scatter_x"), t("heads.importance.value"),
-                                       t("heads.axis.layer"))
+        fig = importance_vs_redundancy(
+            scores,
+            close,
+            report.names,
+            report.n_heads,
+            t("heads.importance.scatter_title"),
+            t("heads.importance.scatter_x"),
+            t("heads.importance.value"),
+            t("heads.axis.layer"),
+        )
         st.plotly_chart(fig, width="stretch", key=f"{key}_imp_scatter")
         st.caption(t("heads.importance.scatter_caption"))
 
@@ -194,8 +254,12 @@ def shares_section(report: HeadReport, bert_base: bool, key: str) -> None:
     fig = shares_by_layer(
         {k: report.stats[k] for k in ("cls", "sep", "punct")},
         {k: t(f"heads.shares.{k}") for k in ("cls", "sep", "punct")},
-        t("heads.axis.layer"), t("heads.shares.share"), t("heads.shares.mean"), t("heads.shares.head"),
-        bands=bands, lines=lines,
+        t("heads.axis.layer"),
+        t("heads.shares.share"),
+        t("heads.shares.mean"),
+        t("heads.shares.head"),
+        bands=bands,
+        lines=lines,
     )
     st.plotly_chart(fig, width="stretch", key=f"{key}_shares")
     st.caption(t("heads.shares.caption"))
@@ -211,12 +275,22 @@ def published_section(report: HeadReport, model: str) -> None:
 
     rows = [
         (t("corpus.fact_sep"), t("corpus.pub_sep"), f"{100 * ours['sep_share']:.1f} %"),  # type: ignore[operator]
-        (t("corpus.fact_cls"), t("corpus.pub_cls"),
-         t("corpus.ours_cls", early=f"{100 * ours['cls_early']:.1f}", rest=f"{100 * ours['cls_rest']:.1f}")),  # type: ignore[operator]
+        (
+            t("corpus.fact_cls"),
+            t("corpus.pub_cls"),
+            t("corpus.ours_cls", early=f"{100 * ours['cls_early']:.1f}", rest=f"{100 * ours['cls_rest']:.1f}"),
+        ),  # type: ignore[operator]
         (t("corpus.fact_prev"), t("corpus.pub_prev"), layers(ours["prev_layers"])),  # type: ignore[arg-type]
         (t("corpus.fact_next"), t("corpus.pub_next"), layers(ours["next_layers"])),  # type: ignore[arg-type]
-        (t("corpus.fact_entropy"), t("corpus.pub_entropy"),
-         t("corpus.ours_entropy", value=f"{ours['last_cls_entropy']:.2f}", tokens=f"{ours['tokens_per_sentence']:.0f}")),
+        (
+            t("corpus.fact_entropy"),
+            t("corpus.pub_entropy"),
+            t(
+                "corpus.ours_entropy",
+                value=f"{ours['last_cls_entropy']:.2f}",
+                tokens=f"{ours['tokens_per_sentence']:.0f}",
+            ),
+        ),
     ]
     df = pd.DataFrame(rows, columns=[t("corpus.fact"), t("corpus.published"), t("corpus.ours", model=model)])
     st.table(df.set_index(t("corpus.fact")))

@@ -1,6 +1,6 @@
 """Streamlit glue shared by the lecture pages: cached step-by-step tensors, demonstrations and small formatters.
 
-The computations live in models.steps / models.troubleshoot; here they are only cached per selection, so that
+The computations live in models.lecture.steps / models.lecture.troubleshoot; here they are only cached per selection, so that
 clicking through the steps, or switching language, never recomputes them.
 """
 
@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from models import Encoder, EncoderOutput, troubleshoot
-from models import steps as steps_mod
+from models import Encoder, EncoderOutput
+from models.lecture import steps as steps_mod
+from models.lecture import troubleshoot
 
 from . import state
 
@@ -17,13 +18,19 @@ from . import state
 def selection() -> tuple[str, str, str, str, str, str]:
     """Return what the current EncoderOutput depends on: (model, device, dtype, text, text_b, mask)."""
     return (
-        state.get("model"), state.get("device"), state.get("dtype"),
-        (state.get("text") or "").strip(), (state.get("text_b") or "").strip(), state.get("mask"),
+        state.get("model"),
+        state.get("device"),
+        state.get("dtype"),
+        (state.get("text") or "").strip(),
+        (state.get("text_b") or "").strip(),
+        state.get("mask"),
     )
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def head_steps(key: tuple, layer: int, head: int, query: int, _enc: Encoder, _out: EncoderOutput) -> steps_mod.HeadSteps:
+def head_steps(
+    key: tuple, layer: int, head: int, query: int, _enc: Encoder, _out: EncoderOutput
+) -> steps_mod.HeadSteps:
     """Return the step-by-step tensors of one head for one query (key: `selection()` of _out)."""
     return steps_mod.head_steps(_enc, _out, layer, head, query)
 

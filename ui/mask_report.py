@@ -1,4 +1,4 @@
-"""Show a mask checker's report (models.checks.MaskReport): verdict, diagnosis, evidence. Used by several pages."""
+"""Show a mask checker's report (models.masks.checker.MaskReport): verdict, diagnosis, evidence. Used by several pages."""
 
 from __future__ import annotations
 
@@ -6,23 +6,33 @@ import re
 
 import streamlit as st
 
-from models.checks import MaskReport, check_mask
 from models.masks import load_mask_bytes
+from models.masks.checker import MaskReport, check_mask
 
 from . import cache
 from .state import t
 
 # Material icons ship with Streamlit's own font: no emoji font needed on a lecture-hall machine.
 STATUS_ICON = {
-    "pass": ":green[:material/check_circle:]", "fail": ":red[:material/cancel:]", "warn": ":orange[:material/warning:]",
-    "info": ":blue[:material/info:]", "skip": ":gray[:material/skip_next:]",
+    "pass": ":green[:material/check_circle:]",
+    "fail": ":red[:material/cancel:]",
+    "warn": ":orange[:material/warning:]",
+    "info": ":blue[:material/info:]",
+    "skip": ":gray[:material/skip_next:]",
 }
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def checked(
-    spec: str, device: str, dtype: str, texts: tuple[str, ...], texts_b: tuple[str, ...] | None,
-    mask: str | bytes, file_name: str, convention: str, expect: str,
+    spec: str,
+    device: str,
+    dtype: str,
+    texts: tuple[str, ...],
+    texts_b: tuple[str, ...] | None,
+    mask: str | bytes,
+    file_name: str,
+    convention: str,
+    expect: str,
 ) -> MaskReport:
     """Return the checker's report (a resource, not data: it holds every layer's attention and is never mutated)."""
     enc = cache.encoder(spec, device, dtype)
@@ -43,11 +53,15 @@ def md(text: str) -> str:
 def show_report(report: MaskReport, evidence: bool = True) -> None:
     """Draw the verdict, the diagnosis of a classic bug (if any) and, optionally, every finding with its evidence."""
     verdict = report.summary.render(msg)
-    (st.success if report.ok else st.error)(verdict, icon=":material/check_circle:" if report.ok else ":material/cancel:")
+    (st.success if report.ok else st.error)(
+        verdict, icon=":material/check_circle:" if report.ok else ":material/cancel:"
+    )
     for d in report.diagnosis:
         st.markdown(f":red[:material/bug_report:] **{t('masks.diagnosis')}** {md(d.render(msg))}")
     if evidence:
-        lines = [f"{STATUS_ICON[f.status]} **{msg('check.' + f.check)}** — {md(f.render(msg))}" for f in report.findings]
+        lines = [
+            f"{STATUS_ICON[f.status]} **{msg('check.' + f.check)}** — {md(f.render(msg))}" for f in report.findings
+        ]
         st.markdown("  \n".join(lines))
     for note in report.notes:
         st.warning(note)

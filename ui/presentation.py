@@ -102,8 +102,26 @@ def step_controls(titles: list[str], where: str = "top", settings: str = "") -> 
         prev_col, title_col, next_col = st.columns([2.8, 7, 2.8], vertical_alignment="center")
         title_col.progress((step + 1) / n)
         labels, keys = (t("present.prev"), t("present.next")), ("PageUp", "PageDown")
-    prev_col.button(labels[0], key=f"step_prev_{where}", on_click=_go, args=(-1, n), disabled=step == 0,
-                    icon=":material/arrow_back:", width="stretch", shortcut=keys[0], help=t("present.prev"))
-    next_col.button(labels[1], key=f"step_next_{where}", on_click=_go, args=(1, n), disabled=step == n - 1,
-                    icon=":material/arrow_forward:", width="stretch", shortcut=keys[1], help=t("present.next"))
+    prev_col.button(
+        labels[0],
+        key=f"step_prev_{where}",
+        on_click=_go,
+        args=(-1, n),
+        disabled=step == 0,
+        icon=":material/arrow_back:",
+        width="stretch",
+        shortcut=keys[0],
+        help=t("present.prev"),
+    )
+    next_col.button(
+        labels[1],
+        key=f"step_next_{where}",
+        on_click=_go,
+        args=(1, n),
+        disabled=step == n - 1,
+        icon=":material/arrow_forward:",
+        width="stretch",
+        shortcut=keys[1],
+        help=t("present.next"),
+    )
     return step, popover

@@ -41,7 +41,9 @@ def _model_picker() -> None:
     if choice == CUSTOM:
         if "model_custom" not in st.session_state:
             st.session_state["model_custom"] = "" if current in MODEL_CHOICES else current
-        typed = st.text_input(t("sidebar.model_custom"), key="model_custom", placeholder="bert-base-uncased  |  /path/to/folder")
+        typed = st.text_input(
+            t("sidebar.model_custom"), key="model_custom", placeholder="bert-base-uncased  |  /path/to/folder"
+        )
         st.session_state["model"] = typed.strip() or "minilm"
     else:
         st.session_state["model"] = choice
@@ -52,7 +54,10 @@ def _mask_picker() -> None:
     if "mask_kind" not in st.session_state:
         st.session_state["mask_kind"] = kind
     kind = st.selectbox(
-        t("sidebar.mask"), MASK_KINDS, key="mask_kind", format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
+        t("sidebar.mask"),
+        MASK_KINDS,
+        key="mask_kind",
+        format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
         help=t("sidebar.mask_help"),
     )
     if kind in ("window", "prefix"):
@@ -76,9 +81,7 @@ def _valid_mask(spec: str) -> bool:
 def render() -> None:
     """Draw the sidebar; its widgets write the selections into st.session_state and the URL."""
     with st.sidebar:
-        st.radio(
-            t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, horizontal=True
-        )
+        st.radio(t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, horizontal=True)
         presentation.sidebar_toggle()
         _model_picker()
         devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -130,8 +133,13 @@ def current_output(internals: bool = False) -> EncoderOutput | None:
     try:
         with st.spinner(t("status.encoding")):
             out = cache.encode(
-                state.get("model"), state.get("device"), state.get("dtype"), text,
-                (state.get("text_b") or "").strip(), state.get("mask"), internals,
+                state.get("model"),
+                state.get("device"),
+                state.get("dtype"),
+                text,
+                (state.get("text_b") or "").strip(),
+                state.get("mask"),
+                internals,
             )
     except AttnVizError as err:
         st.error(t("status.encode_failed", reason=str(err)))

@@ -28,8 +28,14 @@ def token_bars(
     ticks = thin_ticks(len(toks), max_ticks)
     r, g, b = LINE_RGB
     fig = go.Figure(
-        go.Bar(x=np.arange(len(toks)), y=v, customdata=token_labels(toks, pos), marker_color=f"rgb({r},{g},{b})",
-               hovertemplate=f"%{{customdata}}<br>{value_label} %{{y:.4f}}<extra></extra>", name=value_label)
+        go.Bar(
+            x=np.arange(len(toks)),
+            y=v,
+            customdata=token_labels(toks, pos),
+            marker_color=f"rgb({r},{g},{b})",
+            hovertemplate=f"%{{customdata}}<br>{value_label} %{{y:.4f}}<extra></extra>",
+            name=value_label,
+        )
     )
     fig.update_layout(
         title=dict(text=title, y=0.97, yanchor="top") if title else None,

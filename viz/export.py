@@ -21,8 +21,22 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 IMAGE_FORMATS = ("png", "svg")
 VENDOR = Path(__file__).resolve().parent / "vendor"
 # Trace types inside plotly.js's cartesian partial bundle (its README lists them).
-CARTESIAN_TRACES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
-                              "image", "pie", "scatter", "scatterternary", "violin"})
+CARTESIAN_TRACES = frozenset(
+    {
+        "bar",
+        "box",
+        "contour",
+        "heatmap",
+        "histogram",
+        "histogram2d",
+        "histogram2dcontour",
+        "image",
+        "pie",
+        "scatter",
+        "scatterternary",
+        "violin",
+    }
+)
 
 
 def figure_config(image_format: str = "png", filename: str = "attention", scale: int = 2) -> dict[str, Any]:
@@ -31,7 +45,11 @@ def figure_config(image_format: str = "png", filename: str = "attention", scale:
         raise ValueError(f"image format {image_format!r}: use one of {', '.join(IMAGE_FORMATS)}")
     return {
         "displaylogo": False,
-        "toImageButtonOptions": {"format": image_format, "filename": filename, "scale": scale if image_format == "png" else 1},
+        "toImageButtonOptions": {
+            "format": image_format,
+            "filename": filename,
+            "scale": scale if image_format == "png" else 1,
+        },
         "modeBarButtonsToRemove": ["lasso2d", "select2d"],
     }
 
@@ -124,8 +142,9 @@ def standalone_html(
         if heading and heading != own_title:  # the figure's own title already names it
             parts.append(f"<h2>{html.escape(heading)}</h2>")
         parts.append(
-            fig.to_html(full_html=False, include_plotlyjs=False, config=dict(config or figure_config()),
-                        default_width="100%")
+            fig.to_html(
+                full_html=False, include_plotlyjs=False, config=dict(config or figure_config()), default_width="100%"
+            )
         )
     parts.append(f"<footer>{html.escape(footer)}</footer></body></html>")
     return "\n".join(parts)

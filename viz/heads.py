@@ -51,17 +51,34 @@ def label_grid(
     text = np.vectorize(lambda k: short_names[k])(labels)
     fig = go.Figure(
         go.Heatmap(
-            z=z + 0.5, zmin=0, zmax=K, colorscale=scale, showscale=False,
-            x=list(range(H)), y=list(range(L)), text=text, texttemplate="%{text}", textfont=dict(size=13, color="#111"),
-            customdata=hover, hovertemplate="%{customdata}<extra></extra>", xgap=2, ygap=2,
+            z=z + 0.5,
+            zmin=0,
+            zmax=K,
+            colorscale=scale,
+            showscale=False,
+            x=list(range(H)),
+            y=list(range(L)),
+            text=text,
+            texttemplate="%{text}",
+            textfont=dict(size=13, color="#111"),
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            xgap=2,
+            ygap=2,
         )
     )
     for k in keys:  # a legend: one invisible marker per label
         if k in set(labels.ravel()):
             shown = label_names[k] if short_names[k] == label_names[k] else f"{short_names[k]} = {label_names[k]}"
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=shown,
-                                     marker=dict(size=14, symbol="square", color=LABEL_COLOURS[k],
-                                                 line=dict(width=1, color="#999"))))
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=shown,
+                    marker=dict(size=14, symbol="square", color=LABEL_COLOURS[k], line=dict(width=1, color="#999")),
+                )
+            )
     fig.update_layout(
         title=dict(text=title, font=dict(size=17)) if title else None,
         xaxis=dict(title=head_title, dtick=1, side="top", showgrid=False, zeroline=False),
@@ -91,8 +108,9 @@ def shares_by_layer(
     shade (published findings); lines: name → share for a dashed reference line.
     """
     names = list(shares)
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[titles[n] for n in names], shared_yaxes=True,
-                        horizontal_spacing=0.04)
+    fig = make_subplots(
+        rows=1, cols=len(names), subplot_titles=[titles[n] for n in names], shared_yaxes=True, horizontal_spacing=0.04
+    )
     for c, name in enumerate(names, start=1):
         s = 100 * np.asarray(shares[name], dtype=float)
         L, H = s.shape
@@ -100,31 +118,50 @@ def shares_by_layer(
         x = (np.arange(L)[:, None] + jitter[None, :]).ravel()
         hover = [f"L{layer}H{head}" for layer in range(L) for head in range(H)]
         fig.add_trace(
-            go.Scatter(x=x, y=s.ravel(), mode="markers", name=head_name, showlegend=c == 1, text=hover,
-                       marker=dict(size=7, color=np.repeat(np.arange(L), H), colorscale=LAYER_SCALE, opacity=0.75),
-                       hovertemplate="%{text}: %{y:.1f} %<extra></extra>"),
-            row=1, col=c,
+            go.Scatter(
+                x=x,
+                y=s.ravel(),
+                mode="markers",
+                name=head_name,
+                showlegend=c == 1,
+                text=hover,
+                marker=dict(size=7, color=np.repeat(np.arange(L), H), colorscale=LAYER_SCALE, opacity=0.75),
+                hovertemplate="%{text}: %{y:.1f} %<extra></extra>",
+            ),
+            row=1,
+            col=c,
         )
         fig.add_trace(
-            go.Scatter(x=list(range(L)), y=np.nanmean(s, axis=1), mode="lines+markers", name=mean_name,
-                       showlegend=c == 1, line=dict(color="#222", width=3), marker=dict(size=8),
-                       hovertemplate=layer_title + " %{x}: %{y:.1f} %<extra></extra>"),
-            row=1, col=c,
+            go.Scatter(
+                x=list(range(L)),
+                y=np.nanmean(s, axis=1),
+                mode="lines+markers",
+                name=mean_name,
+                showlegend=c == 1,
+                line=dict(color="#222", width=3),
+                marker=dict(size=8),
+                hovertemplate=layer_title + " %{x}: %{y:.1f} %<extra></extra>",
+            ),
+            row=1,
+            col=c,
         )
         # Shapes after the traces: plotly leaves shapes out of a subplot that has no trace yet.
         if bands and name in bands:
             lo, hi, text = bands[name]
-            fig.add_vrect(x0=lo - 0.5, x1=hi + 0.5, fillcolor="#f46d43", opacity=0.15, line_width=0, layer="below",
-                          row=1, col=c)
-            fig.add_annotation(x=(lo + hi) / 2, y=103, text=text, showarrow=False, font=dict(size=13, color="#b2182b"),
-                               row=1, col=c)
+            fig.add_vrect(
+                x0=lo - 0.5, x1=hi + 0.5, fillcolor="#f46d43", opacity=0.15, line_width=0, layer="below", row=1, col=c
+            )
+            fig.add_annotation(
+                x=(lo + hi) / 2, y=103, text=text, showarrow=False, font=dict(size=13, color="#b2182b"), row=1, col=c
+            )
         if lines and name in lines:
             fig.add_hline(y=100 * lines[name], line=dict(dash="dash", color="#b2182b"), row=1, col=c)
         fig.update_xaxes(title=layer_title, dtick=1, range=[-0.6, L - 0.4], row=1, col=c)
     fig.update_yaxes(title=share_title, range=[0, 108], row=1, col=1)
     fig.update_annotations(font=dict(size=15))
-    fig.update_layout(height=440, margin=dict(l=10, r=10, t=60, b=10), font=FONT,
-                      legend=dict(orientation="h", y=-0.2, x=0))
+    fig.update_layout(
+        height=440, margin=dict(l=10, r=10, t=60, b=10), font=FONT, legend=dict(orientation="h", y=-0.2, x=0)
+    )
     return fig
 
 
@@ -135,14 +172,24 @@ def importance_bars(scores: np.ndarray, title: str, layer_title: str, value_titl
     colours = layer_colours(L)
     names = [f"L{layer}H{head}" for layer in range(L) for head in range(H)]
     fig = go.Figure(
-        go.Bar(x=list(range(L * H)), y=s.ravel(), marker_color=[colours[i // H] for i in range(L * H)],
-               text=names, hovertemplate="%{text}: %{y:.2f}<extra></extra>")
+        go.Bar(
+            x=list(range(L * H)),
+            y=s.ravel(),
+            marker_color=[colours[i // H] for i in range(L * H)],
+            text=names,
+            hovertemplate="%{text}: %{y:.2f}<extra></extra>",
+        )
     )
     fig.update_traces(textposition="none")
     fig.update_layout(
         title=dict(text=title, font=dict(size=17)),
-        xaxis=dict(title=layer_title, tickmode="array", tickvals=[layer * H + (H - 1) / 2 for layer in range(L)],
-                   ticktext=[str(layer) for layer in range(L)], showgrid=False),
+        xaxis=dict(
+            title=layer_title,
+            tickmode="array",
+            tickvals=[layer * H + (H - 1) / 2 for layer in range(L)],
+            ticktext=[str(layer) for layer in range(L)],
+            showgrid=False,
+        ),
         yaxis=dict(title=value_title, range=[0, 1.05]),
         bargap=0.15,
         height=380,
@@ -165,10 +212,26 @@ def removal_curve(
 ) -> go.Figure:
     """Return the measure after removing k heads, least important first and most important first."""
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=list(ks), y=list(least_first), mode="lines+markers", name=least_name,
-                             line=dict(width=3, color="#2166ac"), marker=dict(size=8)))
-    fig.add_trace(go.Scatter(x=list(ks), y=list(most_first), mode="lines+markers", name=most_name,
-                             line=dict(width=3, color="#b2182b", dash="dash"), marker=dict(size=8)))
+    fig.add_trace(
+        go.Scatter(
+            x=list(ks),
+            y=list(least_first),
+            mode="lines+markers",
+            name=least_name,
+            line=dict(width=3, color="#2166ac"),
+            marker=dict(size=8),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=list(ks),
+            y=list(most_first),
+            mode="lines+markers",
+            name=most_name,
+            line=dict(width=3, color="#b2182b", dash="dash"),
+            marker=dict(size=8),
+        )
+    )
     fig.update_layout(
         title=dict(text=title, font=dict(size=17)),
         xaxis=dict(title=x_title, range=[-0.5, total + 0.5]),
@@ -197,9 +260,17 @@ def importance_vs_redundancy(
     layers = np.arange(len(imp)) // n_heads
     fig = go.Figure(
         go.Scatter(
-            x=near, y=imp, mode="markers", text=list(names),
-            marker=dict(size=11, color=layers, colorscale=LAYER_SCALE, line=dict(width=1, color="#333"),
-                        colorbar=dict(title=dict(text=layer_title), dtick=1)),
+            x=near,
+            y=imp,
+            mode="markers",
+            text=list(names),
+            marker=dict(
+                size=11,
+                color=layers,
+                colorscale=LAYER_SCALE,
+                line=dict(width=1, color="#333"),
+                colorbar=dict(title=dict(text=layer_title), dtick=1),
+            ),
             hovertemplate="%{text}<br>" + x_title + " %{x:.3f}<br>" + y_title + " %{y:.2f}<extra></extra>",
         )
     )

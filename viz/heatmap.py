@@ -87,7 +87,9 @@ def head_heatmap(
         custom[..., 2] = np.vectorize(lambda v: f"{v:.4f}", otypes=[object])(w) if w.size else w
         default_hover = f"{wd['query']} %{{customdata[0]}}<br>{wd['key']} %{{customdata[1]}}<br>{wd['weight']} %{{customdata[2]}}<extra></extra>"
     else:
-        custom = np.stack(np.broadcast_arrays(np.asarray(qp, np.float32)[:, None], np.asarray(kp, np.float32)[None, :], w), -1)
+        custom = np.stack(
+            np.broadcast_arrays(np.asarray(qp, np.float32)[:, None], np.asarray(kp, np.float32)[None, :], w), -1
+        )
         default_hover = f"{wd['query']} %{{customdata[0]}}<br>{wd['key']} %{{customdata[1]}}<br>{wd['weight']} %{{customdata[2]:.4f}}<extra></extra>"
 
     top = float(zmax) if zmax is not None else (float(w.max()) if w.size else 1.0)
@@ -96,25 +98,54 @@ def head_heatmap(
         z = np.log10(np.clip(w, LOG_FLOOR, None))
         lo, hi = math.log10(LOG_FLOOR), math.log10(max(top, LOG_FLOOR * 10))
         ticks = list(range(int(lo), int(math.floor(hi)) + 1))
-        colorbar = dict(title=f"{wd['weight']} ({wd['log']})", tickvals=ticks, ticktext=[f"{10.0 ** t:g}" for t in ticks])
+        colorbar = dict(title=f"{wd['weight']} ({wd['log']})", tickvals=ticks, ticktext=[f"{10.0**t:g}" for t in ticks])
     else:
         z, lo, hi = w, 0.0, top
         colorbar = dict(title=wd["weight"])
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=np.arange(nk), y=np.arange(nq), customdata=custom, colorscale=COLORSCALE, zmin=lo, zmax=hi,
-            hovertemplate=hover or default_hover, colorbar=colorbar, name="attention",
+            z=z,
+            x=np.arange(nk),
+            y=np.arange(nq),
+            customdata=custom,
+            colorscale=COLORSCALE,
+            zmin=lo,
+            zmax=hi,
+            hovertemplate=hover or default_hover,
+            colorbar=colorbar,
+            name="attention",
         )
     )
     xt, yt = thin_ticks(nk, max_ticks), thin_ticks(nq, max_ticks)
     n = max(nq, nk)
-    tick_size = 14 if max(len(xt), len(yt)) <= 24 else 12 if max(len(xt), len(yt)) <= 40 else 10  # legible on a projector
+    tick_size = (
+        14 if max(len(xt), len(yt)) <= 24 else 12 if max(len(xt), len(yt)) <= 40 else 10
+    )  # legible on a projector
     fig.update_layout(
         title=dict(text=title, y=0.99, yanchor="top") if title else None,
-        xaxis=dict(tickmode="array", tickvals=xt, ticktext=[k_tok[i] for i in xt], side="top", tickangle=-60,
-                   title=wd["key"], showgrid=False, zeroline=False, tickfont=dict(size=tick_size), automargin=True),
-        yaxis=dict(tickmode="array", tickvals=yt, ticktext=[q_tok[i] for i in yt], autorange="reversed",
-                   title=wd["query"], showgrid=False, zeroline=False, tickfont=dict(size=tick_size), automargin=True),
+        xaxis=dict(
+            tickmode="array",
+            tickvals=xt,
+            ticktext=[k_tok[i] for i in xt],
+            side="top",
+            tickangle=-60,
+            title=wd["key"],
+            showgrid=False,
+            zeroline=False,
+            tickfont=dict(size=tick_size),
+            automargin=True,
+        ),
+        yaxis=dict(
+            tickmode="array",
+            tickvals=yt,
+            ticktext=[q_tok[i] for i in yt],
+            autorange="reversed",
+            title=wd["query"],
+            showgrid=False,
+            zeroline=False,
+            tickfont=dict(size=tick_size),
+            automargin=True,
+        ),
         height=height or min(900, 240 + 18 * n),
         margin=dict(l=10, r=10, t=150 if title else 110, b=10),
         plot_bgcolor="white",
@@ -122,7 +153,9 @@ def head_heatmap(
     return fig
 
 
-def add_segment_lines(fig: go.Figure, q_segments: Sequence[int], k_segments: Sequence[int], color: str = "#e4572e") -> go.Figure:
+def add_segment_lines(
+    fig: go.Figure, q_segments: Sequence[int], k_segments: Sequence[int], color: str = "#e4572e"
+) -> go.Figure:
     """Draw a dashed line between sentence A and B on each axis of a heatmap whose cells sit at 0…n−1."""
     for i in range(1, len(k_segments)):
         if k_segments[i] != k_segments[i - 1]:

@@ -46,8 +46,8 @@ def layer_figure(
     factor = downsample_factor(nq, nk, max_cells)
     pooled = pool_max(m, factor)
     qb, kb = pooled.shape[-2:]
-    q_start = qp[:: factor][:qb]
-    k_start = kp[:: factor][:kb]
+    q_start = qp[::factor][:qb]
+    k_start = kp[::factor][:kb]
     custom = np.stack(np.broadcast_arrays(q_start[:, None].astype(np.float32), k_start[None, :].astype(np.float32)), -1)
     hidden_keep = None
     if keep is not None:
@@ -59,26 +59,47 @@ def layer_figure(
 
     cols = max(1, min(cols, n_maps))
     rows = math.ceil(n_maps / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles), horizontal_spacing=0.02,
-                        vertical_spacing=0.06 if rows > 1 else 0.0)
-    hover = (f"{wd['query']} %{{customdata[0]}}<br>{wd['key']} %{{customdata[1]}}<br>{wd['weight']} %{{z:.4f}}"
-             "<extra>%{fullData.name}</extra>")
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=list(titles),
+        horizontal_spacing=0.02,
+        vertical_spacing=0.06 if rows > 1 else 0.0,
+    )
+    hover = (
+        f"{wd['query']} %{{customdata[0]}}<br>{wd['key']} %{{customdata[1]}}<br>{wd['weight']} %{{z:.4f}}"
+        "<extra>%{fullData.name}</extra>"
+    )
     for i in range(n_maps):
         r, c = divmod(i, cols)
         top = float(pooled[i].max()) or 1.0
         fig.add_trace(
-            go.Heatmap(z=pooled[i], x=np.arange(kb), y=np.arange(qb), customdata=custom, colorscale=COLORSCALE,
-                       zmin=0.0, zmax=top, showscale=False, hovertemplate=hover, name=titles[i]),
-            row=r + 1, col=c + 1,
+            go.Heatmap(
+                z=pooled[i],
+                x=np.arange(kb),
+                y=np.arange(qb),
+                customdata=custom,
+                colorscale=COLORSCALE,
+                zmin=0.0,
+                zmax=top,
+                showscale=False,
+                hovertemplate=hover,
+                name=titles[i],
+            ),
+            row=r + 1,
+            col=c + 1,
         )
         if hidden_keep is not None:
             add_mask_overlay(fig, hidden_keep, pooled[i], row=r + 1, col=c + 1)
     fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
+    fig.update_yaxes(
+        showticklabels=False, ticks="", showgrid=False, zeroline=False, autorange="reversed", constrain="domain"
+    )
     for i in range(n_maps):  # square cells: each subplot's y axis follows its own x axis
         suffix = "" if i == 0 else str(i + 1)
         fig.layout[f"yaxis{suffix}"].scaleanchor = f"x{suffix}"
     cell = width_hint / cols
-    fig.update_layout(height=int(60 + rows * cell * 1.05), margin=dict(l=10, r=10, t=40, b=10),
-                      plot_bgcolor="white", showlegend=False)
+    fig.update_layout(
+        height=int(60 + rows * cell * 1.05), margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white", showlegend=False
+    )
     return fig, factor

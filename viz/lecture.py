@@ -25,8 +25,9 @@ def scale_fonts(fig: go.Figure, font_size: int) -> go.Figure:
 
     Set one by one, because a template (Streamlit's theme) may fix tick and legend sizes itself.
     """
-    fig.update_layout(font=dict(size=font_size), legend=dict(font=dict(size=font_size)),
-                      hoverlabel=dict(font=dict(size=font_size)))
+    fig.update_layout(
+        font=dict(size=font_size), legend=dict(font=dict(size=font_size)), hoverlabel=dict(font=dict(size=font_size))
+    )
     fig.update_xaxes(tickfont=dict(size=font_size), title_font=dict(size=font_size))
     fig.update_yaxes(tickfont=dict(size=font_size), title_font=dict(size=font_size))
     for trace in fig.data:
@@ -67,8 +68,15 @@ def vector_strip(
     r = _symmetric_range(v)
     fig = go.Figure(
         go.Heatmap(
-            z=v, x=np.arange(n), y=[0], colorscale=DIVERGING, zmin=-r, zmax=r, showscale=True,
-            colorbar=dict(thickness=12, len=1.0), hovertemplate=f"{hover_label} %{{x}}: %{{z:.4f}}<extra></extra>",
+            z=v,
+            x=np.arange(n),
+            y=[0],
+            colorscale=DIVERGING,
+            zmin=-r,
+            zmax=r,
+            showscale=True,
+            colorbar=dict(thickness=12, len=1.0),
+            hovertemplate=f"{hover_label} %{{x}}: %{{z:.4f}}<extra></extra>",
         )
     )
     if groups and groups > 1 and n % groups == 0:
@@ -112,16 +120,28 @@ def matrix_heatmap(
         scale = dict(colorscale=DIVERGING, zmin=-r, zmax=r)
     fig = go.Figure(
         go.Heatmap(
-            z=m, x=np.arange(cols), y=np.arange(rows), customdata=np.repeat(np.array(labels, dtype=object)[:, None], cols, 1),
-            hovertemplate="%{customdata} · %{x}: %{z:.4f}<extra></extra>", colorbar=dict(thickness=12),
-            showscale=show_scale, **scale,
+            z=m,
+            x=np.arange(cols),
+            y=np.arange(rows),
+            customdata=np.repeat(np.array(labels, dtype=object)[:, None], cols, 1),
+            hovertemplate="%{customdata} · %{x}: %{z:.4f}<extra></extra>",
+            colorbar=dict(thickness=12),
+            showscale=show_scale,
+            **scale,
         )
     )
     if highlight_row is not None:
-        fig.add_shape(type="rect", x0=-0.5, x1=cols - 0.5, y0=highlight_row - 0.5, y1=highlight_row + 0.5,
-                      line=dict(color=HIGHLIGHT, width=4))
-    fig.update_yaxes(tickmode="array", tickvals=list(range(rows)), ticktext=labels, autorange="reversed",
-                     showticklabels=show_rows)
+        fig.add_shape(
+            type="rect",
+            x0=-0.5,
+            x1=cols - 0.5,
+            y0=highlight_row - 0.5,
+            y1=highlight_row + 0.5,
+            line=dict(color=HIGHLIGHT, width=4),
+        )
+    fig.update_yaxes(
+        tickmode="array", tickvals=list(range(rows)), ticktext=labels, autorange="reversed", showticklabels=show_rows
+    )
     fig.update_xaxes(title=x_title, showgrid=False)
     return _layout(fig, title, font_size, height or min(900, 90 + (14 + font_size) * rows + (30 if title else 0)))
 
@@ -148,9 +168,17 @@ def token_bars(
     text = [hidden_label if h else format(x, value_format) for x, h in zip(v, hid, strict=True)]
     labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
     fig = go.Figure(
-        go.Bar(x=labels, y=shown, marker_color=colors, text=text, textposition="outside", cliponaxis=False,
-               texttemplate="%{text}" if n <= 24 else "", textfont=dict(size=max(9, font_size - 4)),
-               hovertemplate="%{x}: %{text}<extra></extra>")
+        go.Bar(
+            x=labels,
+            y=shown,
+            marker_color=colors,
+            text=text,
+            textposition="outside",
+            cliponaxis=False,
+            texttemplate="%{text}" if n <= 24 else "",
+            textfont=dict(size=max(9, font_size - 4)),
+            hovertemplate="%{x}: %{text}<extra></extra>",
+        )
     )
     fig.update_xaxes(tickangle=-50, type="category")
     fig.update_yaxes(title=y_title, zeroline=True)
@@ -171,8 +199,15 @@ def compare_bars(
         v = np.asarray(vals, dtype=np.float64)
         if v.shape != (len(labels),):
             raise ValueError(f"series {name!r} has {v.shape} values for {len(labels)} labels")
-        fig.add_trace(go.Bar(name=name, x=list(labels), y=v, marker_color=color,
-                             hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=list(labels),
+                y=v,
+                marker_color=color,
+                hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
+            )
+        )
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
     fig.update_xaxes(type="category", tickangle=-50 if len(labels) > 12 else 0)
     fig.update_yaxes(title=y_title, range=list(y_range) if y_range else None)
@@ -187,13 +222,26 @@ def heads_grid(
     h = m.shape[0]
     cols = min(cols, h)
     rows = math.ceil(h / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(head_titles), horizontal_spacing=0.02,
-                        vertical_spacing=0.12 / max(1, rows - 1) if rows > 1 else 0.05)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=list(head_titles),
+        horizontal_spacing=0.02,
+        vertical_spacing=0.12 / max(1, rows - 1) if rows > 1 else 0.05,
+    )
     for i in range(h):
         fig.add_trace(
-            go.Heatmap(z=m[i], colorscale=WEIGHTS, zmin=0, zmax=1, showscale=i == 0,
-                       colorbar=dict(thickness=10), hovertemplate="q %{y}, k %{x}: %{z:.3f}<extra></extra>"),
-            row=i // cols + 1, col=i % cols + 1,
+            go.Heatmap(
+                z=m[i],
+                colorscale=WEIGHTS,
+                zmin=0,
+                zmax=1,
+                showscale=i == 0,
+                colorbar=dict(thickness=10),
+                hovertemplate="q %{y}, k %{x}: %{z:.3f}<extra></extra>",
+            ),
+            row=i // cols + 1,
+            col=i % cols + 1,
         )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
@@ -215,16 +263,40 @@ def memory_chart(
     """Return memory (bytes, log scale) against sequence length (log scale): formula lines, measured points, marks."""
     fig = go.Figure()
     for (name, ys), color in zip(lines.items(), SERIES_COLORS, strict=False):
-        fig.add_trace(go.Scatter(x=list(seqs), y=list(ys), name=name, mode="lines", line=dict(color=color, width=3),
-                                 hovertemplate="seq %{x}: %{y:.3s}B<extra>" + name + "</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=list(seqs),
+                y=list(ys),
+                name=name,
+                mode="lines",
+                line=dict(color=color, width=3),
+                hovertemplate="seq %{x}: %{y:.3s}B<extra>" + name + "</extra>",
+            )
+        )
     for name, (xs, ys) in (measured or {}).items():
-        fig.add_trace(go.Scatter(x=list(xs), y=list(ys), name=name, mode="markers",
-                                 marker=dict(size=12 + font_size // 3, symbol="circle", color="black"),
-                                 hovertemplate="seq %{x}: %{y:.3s}B<extra>" + name + "</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=list(xs),
+                y=list(ys),
+                name=name,
+                mode="markers",
+                marker=dict(size=12 + font_size // 3, symbol="circle", color="black"),
+                hovertemplate="seq %{x}: %{y:.3s}B<extra>" + name + "</extra>",
+            )
+        )
     for x, y, label in marks:
-        fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text", text=[label], textposition="top left",
-                                 marker=dict(size=14, symbol="star", color=HIGHLIGHT), showlegend=False,
-                                 hovertemplate=f"{label}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[x],
+                y=[y],
+                mode="markers+text",
+                text=[label],
+                textposition="top left",
+                marker=dict(size=14, symbol="star", color=HIGHLIGHT),
+                showlegend=False,
+                hovertemplate=f"{label}<extra></extra>",
+            )
+        )
     fig.update_xaxes(type="log", title=x_title)
     fig.update_yaxes(type="log", title=y_title, exponentformat="SI", ticksuffix="B")
     fig.update_layout(legend=dict(orientation="h", y=-0.25, yanchor="top", x=0))
@@ -255,8 +327,14 @@ def attention_map(
     fig.update_layout(xaxis_title=axis_titles[0], yaxis_title=axis_titles[1])
     fig.update_traces(colorbar_title_text=axis_titles[2], selector=dict(type="heatmap"))
     if highlight_row is not None:
-        fig.add_shape(type="rect", x0=-0.5, x1=len(tokens) - 0.5, y0=highlight_row - 0.5, y1=highlight_row + 0.5,
-                      line=dict(color=HIGHLIGHT, width=4))
+        fig.add_shape(
+            type="rect",
+            x0=-0.5,
+            x1=len(tokens) - 0.5,
+            y0=highlight_row - 0.5,
+            y1=highlight_row + 0.5,
+            line=dict(color=HIGHLIGHT, width=4),
+        )
     if keep is not None and not np.asarray(keep, bool).all():
         add_mask_overlay(fig, keep, weights)
     if height:

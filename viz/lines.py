@@ -79,10 +79,17 @@ def lines_figure(
     r, g, b = LINE_RGB
     for lo, hi, xs, ys in line_segments(w, min_weight, focus, 0.0, 1.0):
         mid = min(1.0, (lo + min(hi, 1.0)) / 2)
-        alpha = 0.15 + 0.85 * mid ** 0.7
+        alpha = 0.15 + 0.85 * mid**0.7
         fig.add_trace(
-            go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=f"rgba({r},{g},{b},{alpha:.2f})", width=1 + 5 * mid),
-                       hoverinfo="skip", showlegend=False, name=f"{wd['weight']} {lo:g}–{min(hi, 1.0):g}")
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line=dict(color=f"rgba({r},{g},{b},{alpha:.2f})", width=1 + 5 * mid),
+                hoverinfo="skip",
+                showlegend=False,
+                name=f"{wd['weight']} {lo:g}–{min(hi, 1.0):g}",
+            )
         )
 
     q_labels, k_labels = token_labels(q_tok, qp), token_labels(k_tok, kp)
@@ -93,10 +100,17 @@ def lines_figure(
     q_colour = ["#e4572e" if i == focus else f"rgb({r},{g},{b})" for i in range(nq)]
     fig.add_trace(
         go.Scatter(
-            x=[0.0] * nq, y=list(range(nq)), mode="markers+text", text=q_tok, textposition="middle left",
-            customdata=[[i, q_labels[i], tops[i]] for i in range(nq)], marker=dict(size=dot, color=q_colour),
+            x=[0.0] * nq,
+            y=list(range(nq)),
+            mode="markers+text",
+            text=q_tok,
+            textposition="middle left",
+            customdata=[[i, q_labels[i], tops[i]] for i in range(nq)],
+            marker=dict(size=dot, color=q_colour),
             hovertemplate=f"{wd['query']} %{{customdata[1]}}<br>%{{customdata[2]}}<extra></extra>",
-            showlegend=False, name=wd["query"], textfont=dict(size=font),
+            showlegend=False,
+            name=wd["query"],
+            textfont=dict(size=font),
         )
     )
     if focus is not None:
@@ -108,10 +122,17 @@ def lines_figure(
         k_hover = [""] * nk
     fig.add_trace(
         go.Scatter(
-            x=[1.0] * nk, y=list(range(nk)), mode="markers+text", text=k_tok, textposition="middle right",
-            customdata=[[j, k_labels[j], k_hover[j]] for j in range(nk)], marker=dict(size=dot, color=k_colour),
+            x=[1.0] * nk,
+            y=list(range(nk)),
+            mode="markers+text",
+            text=k_tok,
+            textposition="middle right",
+            customdata=[[j, k_labels[j], k_hover[j]] for j in range(nk)],
+            marker=dict(size=dot, color=k_colour),
             hovertemplate=f"{wd['key']} %{{customdata[1]}}<br>%{{customdata[2]}}<extra></extra>",
-            showlegend=False, name=wd["key"], textfont=dict(size=font),
+            showlegend=False,
+            name=wd["key"],
+            textfont=dict(size=font),
         )
     )
     fig.update_layout(

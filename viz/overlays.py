@@ -74,16 +74,27 @@ def add_mask_overlay(
         veil = np.where(keep, np.nan, 1.0)
         fig.add_trace(
             go.Heatmap(
-                z=veil, x=np.arange(keep.shape[1]), y=np.arange(keep.shape[0]),
-                colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverinfo="skip",
+                z=veil,
+                x=np.arange(keep.shape[1]),
+                y=np.arange(keep.shape[0]),
+                colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]],
+                showscale=False,
+                hoverinfo="skip",
                 name="masked",
             ),
             **where,
         )
         xs, ys = boundary_segments(keep)
         fig.add_trace(
-            go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=BOUNDARY, width=2), hoverinfo="skip",
-                       showlegend=False, name="mask boundary"),
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line=dict(color=BOUNDARY, width=2),
+                hoverinfo="skip",
+                showlegend=False,
+                name="mask boundary",
+            ),
             **where,
         )
     if weights is not None:
@@ -92,10 +103,16 @@ def add_mask_overlay(
             w = np.asarray(weights)[bad[:, 0], bad[:, 1]]
             fig.add_trace(
                 go.Scatter(
-                    x=bad[:, 1], y=bad[:, 0], mode="markers",
-                    marker=dict(symbol="x", color=LEAK, size=marker_size(max(keep.shape)), line=dict(width=1, color="white")),
-                    customdata=w, hovertemplate="leak: query %{y}, key %{x}, weight %{customdata:.4f}<extra></extra>",
-                    showlegend=False, name="leak",
+                    x=bad[:, 1],
+                    y=bad[:, 0],
+                    mode="markers",
+                    marker=dict(
+                        symbol="x", color=LEAK, size=marker_size(max(keep.shape)), line=dict(width=1, color="white")
+                    ),
+                    customdata=w,
+                    hovertemplate="leak: query %{y}, key %{x}, weight %{customdata:.4f}<extra></extra>",
+                    showlegend=False,
+                    name="leak",
                 ),
                 **where,
             )
@@ -152,23 +169,49 @@ def mask_agreement(
     # Per-cell words in the hover, up to 128 tokens (at 512 they would add megabytes to the page).
     names = np.array([labels[k] for k in AGREEMENT], dtype=object)
     text = names[codes] if n <= 128 else None
-    custom = np.stack(np.broadcast_arrays(np.array(q_tok, dtype=object)[:, None], np.array(q_tok, dtype=object)[None, :]), -1)
+    custom = np.stack(
+        np.broadcast_arrays(np.array(q_tok, dtype=object)[:, None], np.array(q_tok, dtype=object)[None, :]), -1
+    )
     fig = go.Figure(
         go.Heatmap(
-            z=codes, x=np.arange(n), y=np.arange(n), zmin=-0.5, zmax=len(colors) - 0.5, colorscale=scale, text=text,
-            customdata=custom, xgap=1, ygap=1, showscale=False,
+            z=codes,
+            x=np.arange(n),
+            y=np.arange(n),
+            zmin=-0.5,
+            zmax=len(colors) - 0.5,
+            colorscale=scale,
+            text=text,
+            customdata=custom,
+            xgap=1,
+            ygap=1,
+            showscale=False,
             hovertemplate="query %{y}: %{customdata[0]}<br>key %{x}: %{customdata[1]}"
-            + ("<br>%{text}" if text is not None else "") + "<extra></extra>",
+            + ("<br>%{text}" if text is not None else "")
+            + "<extra></extra>",
         )
     )
     for k in present:  # a legend entry per kind present (a colorbar cannot label categories readably)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=labels[k], showlegend=True,
-                                 marker=dict(symbol="square", size=14, color=AGREEMENT_COLORS[k],
-                                             line=dict(width=1, color="#888888"))))
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=labels[k],
+                showlegend=True,
+                marker=dict(symbol="square", size=14, color=AGREEMENT_COLORS[k], line=dict(width=1, color="#888888")),
+            )
+        )
     fig.update_layout(
         title=dict(text=title, y=0.99, yanchor="top"),
-        xaxis=dict(tickmode="array", tickvals=list(range(n)), ticktext=q_tok, side="top", tickangle=-60, title="key",
-                   range=[-0.5, n - 0.5]),
+        xaxis=dict(
+            tickmode="array",
+            tickvals=list(range(n)),
+            ticktext=q_tok,
+            side="top",
+            tickangle=-60,
+            title="key",
+            range=[-0.5, n - 0.5],
+        ),
         yaxis=dict(tickmode="array", tickvals=list(range(n)), ticktext=q_tok, autorange="reversed", title="query"),
         legend=dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0),
         height=min(900, 220 + 18 * n) + 30 * ((len(present) + 1) // 2),

@@ -90,7 +90,9 @@ class Mosaic:
 
     def tile_center(self, layer: int, head: int) -> tuple[float, float]:
         """Return the (x, y) pixel centre of a tile."""
-        return head * (self.tile_w + self.gap) + (self.tile_w - 1) / 2, layer * (self.tile_h + self.gap) + (self.tile_h - 1) / 2
+        return head * (self.tile_w + self.gap) + (self.tile_w - 1) / 2, layer * (self.tile_h + self.gap) + (
+            self.tile_h - 1
+        ) / 2
 
     def tile_at(self, x: float, y: float) -> tuple[int, int]:
         """Return the (layer, head) whose tile is nearest to pixel (x, y)."""
@@ -145,7 +147,9 @@ def render_mosaic(
     th, tw = index.shape[-2:]
     # Pad each tile with the gap on its right and bottom, then lay tiles out as a (layers, heads) grid.
     tiles = np.pad(index, [(0, 0), (0, 0), (0, gap), (0, gap)], constant_values=GAP_INDEX)
-    canvas = tiles.transpose(0, 2, 1, 3).reshape(L * (th + gap), H * (tw + gap))[: L * (th + gap) - gap, : H * (tw + gap) - gap]
+    canvas = tiles.transpose(0, 2, 1, 3).reshape(L * (th + gap), H * (tw + gap))[
+        : L * (th + gap) - gap, : H * (tw + gap) - gap
+    ]
 
     palette = np.zeros((256, 3), dtype=np.uint8)
     palette[:LEVELS] = colour_table(colorscale, LEVELS)
@@ -156,7 +160,14 @@ def render_mosaic(
     buf = io.BytesIO()
     img.save(buf, format="PNG", compress_level=6)
     return Mosaic(
-        png=buf.getvalue(), layers=L, heads=H, tile_h=th, tile_w=tw, gap=gap, factor=factor, upscale=upscale,
+        png=buf.getvalue(),
+        layers=L,
+        heads=H,
+        tile_h=th,
+        tile_w=tw,
+        gap=gap,
+        factor=factor,
+        upscale=upscale,
         n_values=L * H * q * k,
     )
 
@@ -175,7 +186,9 @@ def overview_figure(
     The points carry customdata (layer, head), give the hover label and make a tile clickable (plotly selection
     events); hoverdistance −1 makes the nearest tile answer anywhere on the image.
     """
-    centers = [(mosaic.tile_center(layer, head), layer, head) for layer in range(mosaic.layers) for head in range(mosaic.heads)]
+    centers = [
+        (mosaic.tile_center(layer, head), layer, head) for layer in range(mosaic.layers) for head in range(mosaic.heads)
+    ]
     xs = [c[0][0] for c in centers]
     ys = [c[0][1] for c in centers]
     custom = [[c[1], c[2]] for c in centers]
@@ -183,7 +196,13 @@ def overview_figure(
     fig.add_trace(go.Image(source=mosaic.data_uri, x0=0, y0=0, dx=1, dy=1, hoverinfo="skip", name="overview"))
     fig.add_trace(
         go.Scatter(
-            x=xs, y=ys, customdata=custom, mode="markers", hovertemplate=hover, showlegend=False, name="heads",
+            x=xs,
+            y=ys,
+            customdata=custom,
+            mode="markers",
+            hovertemplate=hover,
+            showlegend=False,
+            name="heads",
             marker=dict(size=max(6, min(mosaic.tile_w, 40)), symbol="square", opacity=0.0, color="black"),
         )
     )
@@ -194,16 +213,39 @@ def overview_figure(
         if 0 <= layer < mosaic.layers and 0 <= head < mosaic.heads:
             x0 = head * (mosaic.tile_w + mosaic.gap) - 0.5
             y0 = layer * (mosaic.tile_h + mosaic.gap) - 0.5
-            fig.add_shape(type="rect", x0=x0 - 1, y0=y0 - 1, x1=x0 + mosaic.tile_w + 1, y1=y0 + mosaic.tile_h + 1,
-                          line=dict(color=SELECTED, width=3), layer="above")
+            fig.add_shape(
+                type="rect",
+                x0=x0 - 1,
+                y0=y0 - 1,
+                x1=x0 + mosaic.tile_w + 1,
+                y1=y0 + mosaic.tile_h + 1,
+                line=dict(color=SELECTED, width=3),
+                layer="above",
+            )
     aspect = mosaic.height / max(1, mosaic.width)
     top = 64 if title else 34
     fig.update_layout(
         title=dict(text=title, y=0.99, yanchor="top", x=0.0, xanchor="left") if title else None,
-        xaxis=dict(tickmode="array", tickvals=head_ticks, ticktext=[f"{head_prefix}{h}" for h in range(mosaic.heads)],
-                   side="top", showgrid=False, zeroline=False, range=[-0.5, mosaic.width - 0.5], constrain="domain"),
-        yaxis=dict(tickmode="array", tickvals=layer_ticks, ticktext=[f"{layer_prefix}{v}" for v in range(mosaic.layers)],
-                   showgrid=False, zeroline=False, range=[mosaic.height - 0.5, -0.5], scaleanchor="x", constrain="domain"),
+        xaxis=dict(
+            tickmode="array",
+            tickvals=head_ticks,
+            ticktext=[f"{head_prefix}{h}" for h in range(mosaic.heads)],
+            side="top",
+            showgrid=False,
+            zeroline=False,
+            range=[-0.5, mosaic.width - 0.5],
+            constrain="domain",
+        ),
+        yaxis=dict(
+            tickmode="array",
+            tickvals=layer_ticks,
+            ticktext=[f"{layer_prefix}{v}" for v in range(mosaic.layers)],
+            showgrid=False,
+            zeroline=False,
+            range=[mosaic.height - 0.5, -0.5],
+            scaleanchor="x",
+            constrain="domain",
+        ),
         height=int(min(1400, max(240, top + 10 + width_hint * aspect))),
         margin=dict(l=50, r=10, t=top, b=10),
         hovermode="closest",

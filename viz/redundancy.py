@@ -67,8 +67,15 @@ def redundancy_heatmap(
         )
     )
     show = N <= 80
-    axis = dict(tickmode="array", tickvals=list(range(N)), ticktext=ticktext, showticklabels=show,
-                tickfont=dict(size=10), showgrid=False, zeroline=False)
+    axis = dict(
+        tickmode="array",
+        tickvals=list(range(N)),
+        ticktext=ticktext,
+        showticklabels=show,
+        tickfont=dict(size=10),
+        showgrid=False,
+        zeroline=False,
+    )
     fig.update_layout(
         title=dict(text=title, font=dict(size=17)),
         xaxis=dict(axis, tickangle=-90),
@@ -101,11 +108,21 @@ def head_map(
             continue
         fig.add_trace(
             go.Scatter(
-                x=xy[sel, 0], y=xy[sel, 1], mode="markers", name=label_names[label],
-                marker=dict(size=13, symbol=symbols[k % len(symbols)], color=layers[sel], colorscale=LAYER_SCALE,
-                            cmin=0, cmax=max(n_layers - 1, 1), line=dict(width=1, color="#333"),
-                            colorbar=dict(title=dict(text=layer_title), dtick=1, x=1.02) if not fig.data else None,
-                            showscale=not fig.data),
+                x=xy[sel, 0],
+                y=xy[sel, 1],
+                mode="markers",
+                name=label_names[label],
+                marker=dict(
+                    size=13,
+                    symbol=symbols[k % len(symbols)],
+                    color=layers[sel],
+                    colorscale=LAYER_SCALE,
+                    cmin=0,
+                    cmax=max(n_layers - 1, 1),
+                    line=dict(width=1, color="#333"),
+                    colorbar=dict(title=dict(text=layer_title), dtick=1, x=1.02) if not fig.data else None,
+                    showscale=not fig.data,
+                ),
                 text=[names[i] for i in sel],
                 hovertemplate="%{text}<extra>" + label_names[label] + "</extra>",
             )
@@ -135,25 +152,65 @@ def pair_maps(
     titles = [f"<b>{name}</b>" for _, _, na, nb, _ in pairs for name in (na, nb)]
     n = len(tokens)
     row_px = 230 + 7 * min(n, 40)
-    fig = make_subplots(rows=rows, cols=2, subplot_titles=titles, horizontal_spacing=0.1,
-                        vertical_spacing=min(0.3, 110 / (rows * row_px)))
+    fig = make_subplots(
+        rows=rows,
+        cols=2,
+        subplot_titles=titles,
+        horizontal_spacing=0.1,
+        vertical_spacing=min(0.3, 110 / (rows * row_px)),
+    )
     show_ticks = n <= 40
-    custom = np.stack(np.broadcast_arrays(np.array(tokens, dtype=object)[:, None], np.array(tokens, dtype=object)[None, :]), -1)
+    custom = np.stack(
+        np.broadcast_arrays(np.array(tokens, dtype=object)[:, None], np.array(tokens, dtype=object)[None, :]), -1
+    )
     for r, (a, b, na, nb, what) in enumerate(pairs, start=1):
         zmax = float(max(np.max(a), np.max(b))) if np.size(a) else 1.0
         for c, w in enumerate((a, b), start=1):
             fig.add_trace(
-                go.Heatmap(z=w, colorscale="Blues", zmin=0, zmax=zmax, showscale=False, customdata=custom,
-                           hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>"),
-                row=r, col=c,
+                go.Heatmap(
+                    z=w,
+                    colorscale="Blues",
+                    zmin=0,
+                    zmax=zmax,
+                    showscale=False,
+                    customdata=custom,
+                    hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>",
+                ),
+                row=r,
+                col=c,
             )
-            fig.update_xaxes(tickmode="array", tickvals=list(range(n)), ticktext=list(tokens), showticklabels=show_ticks,
-                             tickangle=-60, tickfont=dict(size=10), row=r, col=c)
-            fig.update_yaxes(tickmode="array", tickvals=list(range(n)), ticktext=list(tokens), showticklabels=show_ticks,
-                             autorange="reversed", tickfont=dict(size=10), row=r, col=c)
+            fig.update_xaxes(
+                tickmode="array",
+                tickvals=list(range(n)),
+                ticktext=list(tokens),
+                showticklabels=show_ticks,
+                tickangle=-60,
+                tickfont=dict(size=10),
+                row=r,
+                col=c,
+            )
+            fig.update_yaxes(
+                tickmode="array",
+                tickvals=list(range(n)),
+                ticktext=list(tokens),
+                showticklabels=show_ticks,
+                autorange="reversed",
+                tickfont=dict(size=10),
+                row=r,
+                col=c,
+            )
         left = fig.layout.annotations[2 * (r - 1)]  # head a's title: the pair's line goes ~28 px above it
-        fig.add_annotation(text=f"{na} ≈ {nb} · {what}", x=0.5, xref="paper", xanchor="center", y=left.y + 28 / (rows * row_px),
-                           yref="paper", yanchor="bottom", showarrow=False, font=dict(size=16, color="#222"))
+        fig.add_annotation(
+            text=f"{na} ≈ {nb} · {what}",
+            x=0.5,
+            xref="paper",
+            xanchor="center",
+            y=left.y + 28 / (rows * row_px),
+            yref="paper",
+            yanchor="bottom",
+            showarrow=False,
+            font=dict(size=16, color="#222"),
+        )
     fig.update_annotations(font_size=15)
     fig.update_layout(height=60 + rows * row_px, margin=dict(l=10, r=10, t=70, b=10), font=FONT)
     return fig
@@ -164,8 +221,14 @@ def near_duplicate_bars(counts: np.ndarray, n_heads: int, title: str, layer_titl
     counts = np.asarray(counts, dtype=int)
     L = len(counts)
     fig = go.Figure(
-        go.Bar(x=list(range(L)), y=counts, marker_color=layer_colours(L), text=[f"{c} / {n_heads}" for c in counts],
-               textposition="outside", hovertemplate=layer_title + " %{x}: %{y}<extra></extra>")
+        go.Bar(
+            x=list(range(L)),
+            y=counts,
+            marker_color=layer_colours(L),
+            text=[f"{c} / {n_heads}" for c in counts],
+            textposition="outside",
+            hovertemplate=layer_title + " %{x}: %{y}<extra></extra>",
+        )
     )
     fig.update_layout(
         title=dict(text=title, font=dict(size=17)),

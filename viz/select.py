@@ -47,7 +47,9 @@ def part_of(segments: Sequence[int], part: str = "all") -> Part:
     return Part(side[part[0]], side[part[1]])
 
 
-def narrow(part: Part, tokens: Sequence[str], hide_special: bool = False, window: tuple[int, int] | None = None) -> Part:
+def narrow(
+    part: Part, tokens: Sequence[str], hide_special: bool = False, window: tuple[int, int] | None = None
+) -> Part:
     """Return the part without [CLS]/[SEP] rows and columns (hide_special) and inside positions [lo, hi) (window)."""
     rows, cols = part.rows, part.cols
     if hide_special:

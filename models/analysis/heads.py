@@ -1,0 +1,639 @@
+"""Per-head statistics, pattern labels and redundancy between heads, exactly as `docs/METRICS.md` defines them.
+
+One head's map A is (q_pos, k_pos) with rows that sum to 1. Padded query rows (and padded keys) are dropped
+before any statistic; averages are over query rows; logs are natural. Everything here works on batches
+(a leading `batch` axis, padded to the longest sentence) so that a single input and a corpus go through the
+same code: a single input is a batch of one. Heads are numbered layer-major: index = layer · heads + head.
+
+Sources: Clark et al. 2019 ("What Does BERT Look At?", and its code clarkkev/attention-analysis) for the
+statistics, thresholds and the Jensen–Shannon divergence; Kovaleva et al. 2019 for the pattern families and
+cosine similarity; Kornblith et al. 2019 for linear CKA.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..encoder import EncoderOutput
+
+# Label thresholds (Clark et al.): a share above these makes the head that kind of head.
+THRESHOLDS: dict[str, float] = {
+    "prev": 0.5,  # mean attention to the token on the left
+    "next": 0.5,  # … on the right
+    "cls": 0.6,  # mean attention to [CLS]
+    "sep": 0.6,  # … to all [SEP] together
+    "punct": 0.6,  # … to punctuation
+    "block": 0.8,  # sentence pairs: share each sentence keeps inside itself (the smaller of the two)
+    "broad": 0.9,  # normalised entropy (entropy / ln n); 1 = uniform
+}
+# Checked in this order; the first that holds names the head. Diagonal patterns before vertical ones before
+# block and broad, as Kovaleva et al.'s families go from the most specific to "heterogeneous".
+LABELS = ("prev", "next", "cls", "sep", "punct", "block", "broad", "heterogeneous")
+# Per-head statistics, in the order tables show them. Shares are fractions in [0, 1]; entropy in nats;
+# distance in tokens.
+STATS = ("entropy", "entropy_norm", "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", "block")
+SMOOTH = 0.001  # Clark et al.'s smoothing for JS: P = (1 − 0.001)·A + 0.001/n
+SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"})
+# Elements of one piece of the JS kernel's work (pairs × cells): 4 MB of float32 on a CPU.
+JS_CHUNK_CPU = 1 << 20
+JS_CHUNK_GPU = 1 << 26
+
+
+def head_names(n_layers: int, n_heads: int) -> list[str]:
+    """Return 'L{layer}H{head}' (0-based) for every head, layer-major."""
+    return [f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads)]
+
+
+def is_punct(token: str, specials: frozenset[str] | set[str] = SPECIAL_TOKENS) -> bool:
+    """Return whether a token is made only of non-alphanumeric characters (`.`, `,`, `，`, `—`); specials are not."""
+    if token in specials:
+        return False
+    body = token[2:] if token.startswith("##") and len(token) > 2 else token  # a WordPiece continuation
+    return bool(body) and not any(ch.isalnum() for ch in body)
+
+
+@dataclass
+class Roles:
+    """What each position is, for a batch: all (batch, seq) tensors on the device of the maps."""
+
+    real: torch.Tensor  # bool, True = a real token (not [PAD])
+    sep: torch.Tensor  # bool, [SEP]
+    punct: torch.Tensor  # bool, punctuation (special tokens excluded)
+    segment: torch.Tensor  # long, token type: 0 = sentence A, 1 = sentence B
+    pair: torch.Tensor  # (batch,) bool, True when the item is a sentence pair
+
+    @classmethod
+    def of(
+        cls,
+        tokens: Sequence[Sequence[str]],
+        real: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        device: torch.device | str | None = None,
+        sep_token: str = "[SEP]",
+        specials: frozenset[str] | set[str] = SPECIAL_TOKENS,
+    ) -> Roles:
+        """Build from token lists (batch × seq, padded) and the (batch, seq) padding and token type tensors."""
+        sep = torch.tensor([[t == sep_token for t in row] for row in tokens], dtype=torch.bool)
+        punct = torch.tensor([[is_punct(t, specials) for t in row] for row in tokens], dtype=torch.bool)
+        real = real.bool().cpu()
+        segment = token_type_ids.long().cpu() * real
+        return cls(
+            real=real.to(device),
+            sep=(sep & real).to(device),
+            punct=(punct & real).to(device),
+            segment=segment.to(device),
+            pair=(segment == 1).any(-1).to(device),
+        )
+
+    @classmethod
+    def of_output(cls, out: EncoderOutput, device: torch.device | str | None = None, sep_token: str = "[SEP]") -> Roles:
+        """Build from an EncoderOutput, single (a batch of one) or batched."""
+        if out.is_batch:
+            return cls.of(out.tokens, out.padding, out.token_type_ids, device, sep_token)
+        return cls.of([out.tokens], out.padding[None], out.token_type_ids[None], device, sep_token)
+
+
+# ---- per-head statistics --------------------------------------------------------------------------
+
+
+def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
+    """Return each statistic of STATS per sentence and head, (batch, layers, heads), plus 'cls_entropy'.
+
+    attn: (batch, layers, heads, q_pos, k_pos), rows sum to 1 (padded keys have weight 0). Padded query rows
+    are dropped. 'block' is NaN for items that are not sentence pairs. 'cls_entropy' is the entropy of the
+    [CLS] row alone (Clark et al.'s "entropy of attention from [CLS]"), in nats.
+    """
+    B, L, H, T, _ = attn.shape  # batch, layers, heads, q_pos, k_pos
+    attn = attn.float()
+    real = roles.real.to(attn.dtype)  # (B, T)
+    n = real.sum(-1)  # (B,) real tokens per sentence
+    row_w = real[:, None, None, :]  # (B, 1, 1, T): weight of each query row
+
+    def row_mean(x: torch.Tensor, w: torch.Tensor = row_w) -> torch.Tensor:  # (B, L, H, q) → (B, L, H)
+        return (x * w).sum(-1) / w.sum(-1).clamp_min(1)
+
+    row_entropy = -torch.special.xlogy(attn, attn).sum(-1)  # (B, L, H, T), 0·ln 0 = 0
+    entropy = row_mean(row_entropy)
+    log_n = torch.log(n.clamp_min(2))[:, None, None]
+
+    # Shares of attention that land on classes of keys, in one matmul: (B, L, H, T, T) @ (B, 1, 1, T, m).
+    seg_a = roles.real & (roles.segment == 0)
+    seg_b = roles.real & (roles.segment == 1)
+    key_classes = torch.stack([roles.sep, roles.punct, seg_a, seg_b], dim=-1).to(attn.dtype)  # (B, T, 4)
+    shares = attn @ key_classes[:, None, None]  # (B, L, H, T, 4)
+
+    # Neighbours: diagonal(-1)[i-1] = A[i, i-1] for i ≥ 1; diagonal(1)[i] = A[i, i+1] for i ≤ n-2.
+    nb_w = real[:, None, None, 1:]  # row i ≥ 1 is real / row i+1 is real
+    prev = row_mean(attn.diagonal(-1, -2, -1), nb_w)
+    nxt = row_mean(attn.diagonal(1, -2, -1), nb_w)
+
+    pos = torch.arange(T, device=attn.device, dtype=attn.dtype)
+    dist = (pos[:, None] - pos[None, :]).abs()  # (T, T) |i − j|
+    distance = row_mean((attn * dist).sum(-1))
+
+    # Block: each sentence's queries keep > 0.8 of their attention inside their own sentence.
+    within_a = row_mean(shares[..., 2], seg_a.to(attn.dtype)[:, None, None, :])
+    within_b = row_mean(shares[..., 3], seg_b.to(attn.dtype)[:, None, None, :])
+    block = torch.where(roles.pair[:, None, None], torch.minimum(within_a, within_b), torch.nan)
+
+    return {
+        "entropy": entropy,
+        "entropy_norm": entropy / log_n,
+        "cls": row_mean(attn[..., 0]),
+        "sep": row_mean(shares[..., 0]),
+        "punct": row_mean(shares[..., 1]),
+        "self": row_mean(attn.diagonal(0, -2, -1)),
+        "prev": prev,
+        "next": nxt,
+        "confidence": row_mean(attn.amax(-1)),
+        "distance": distance,
+        "block": block,
+        "cls_entropy": row_entropy[..., 0],
+    }
+
+
+def label_heads(stats: dict[str, np.ndarray], pairs: bool) -> np.ndarray:
+    """Return the pattern label of every head, (layers, heads) of str from LABELS, first rule that holds.
+
+    stats: arrays (layers, heads) as from `HeadReport.stats`; pairs: whether the input had sentence pairs
+    (only then can a head be 'block').
+    """
+    shape = np.shape(stats["entropy"])
+    labels = np.full(shape, "heterogeneous", dtype=object)
+    done = np.zeros(shape, dtype=bool)
+
+    def assign(name: str, hit: np.ndarray) -> None:
+        hit = hit & ~done
+        labels[hit] = name
+        done[hit] = True
+
+    prev, nxt = np.asarray(stats["prev"]), np.asarray(stats["next"])
+    assign("prev", (prev > THRESHOLDS["prev"]) & (prev >= nxt))
+    assign("next", nxt > THRESHOLDS["next"])
+    shares = np.stack([np.asarray(stats[k]) for k in ("cls", "sep", "punct")])  # (3, L, H)
+    top = shares.argmax(0)
+    for i, k in enumerate(("cls", "sep", "punct")):
+        assign(k, (top == i) & (shares[i] > THRESHOLDS[k]))
+    if pairs:
+        block = np.nan_to_num(np.asarray(stats["block"], dtype=float), nan=0.0)
+        assign("block", block > THRESHOLDS["block"])
+    assign("broad", np.asarray(stats["entropy_norm"]) > THRESHOLDS["broad"])
+    return labels.astype(str)
+
+
+# ---- redundancy -----------------------------------------------------------------------------------
+
+
+def flat_maps(attn: torch.Tensor, real: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return every head's map over real (query, key) cells only, (layers·heads, cells), and each cell's n.
+
+    attn: (batch, layers, heads, q_pos, k_pos); real: (batch, seq) bool. Cells of all sentences are laid end
+    to end, so that sums over cells are sums over query rows and sentences. n (cells,) is the length of the
+    cell's sentence, for the smoothing.
+    """
+    B, L, H, T, _ = attn.shape
+    valid = real[:, :, None] & real[:, None, :]  # (B, T, T)
+    maps = attn.permute(1, 2, 0, 3, 4)[:, :, valid].reshape(L * H, -1)  # (LH, cells)
+    n = real.sum(-1).to(attn.dtype)[:, None, None].expand(B, T, T)[valid]  # (cells,)
+    return maps, n
+
+
+def _pair_slogs(P: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Return Σ_cells S·ln S with S = P_a + P_b for every pair of rows of P (N, cells), as (N, N) float64.
+
+    The one quantity of JS that needs a log per pair and cell. Work goes in pieces of about `chunk`
+    elements: a block of rows against all later rows at once when maps are small, else one row against a
+    block of later rows. Few, large pieces keep both CPU threads busy (many small parallel ops stall when
+    the machine is shared). Only the upper triangle is kept, then mirrored.
+    """
+    N, E = P.shape
+    out = torch.zeros(N, N, dtype=torch.float64, device=P.device)
+    rows = max(1, chunk // max(N * E, 1))
+    if rows > 1:
+        for a0 in range(0, N, rows):
+            a1 = min(N, a0 + rows)
+            s = P[a0:a1, None, :] + P[None, a0:, :]  # (rows, N − a0, cells)
+            out[a0:a1, a0:] = torch.linalg.vecdot(s, s.log())
+    else:
+        block = max(1, min(N, chunk // max(E, 1)))
+        s_buf = torch.empty(block, E, dtype=P.dtype, device=P.device)
+        l_buf = torch.empty_like(s_buf)
+        for a in range(N):
+            for b0 in range(a, N, block):
+                b1 = min(N, b0 + block)
+                s = torch.add(P[b0:b1], P[a], out=s_buf[: b1 - b0])  # (pairs, cells) = P_a + P_b
+                out[a, b0:b1] = torch.linalg.vecdot(s, torch.log(s, out=l_buf[: b1 - b0]))
+    upper = out.triu()
+    return upper + upper.triu(1).T
+
+
+@dataclass
+class JsParts:
+    """Sums from which the JS matrix follows; they add up over batches of sentences."""
+
+    plogp: torch.Tensor  # (N,) float64: Σ P ln P per head
+    mass: torch.Tensor  # (N,) float64: Σ P per head
+    slogs: torch.Tensor  # (N, N) float64: Σ (P_a + P_b) ln (P_a + P_b)
+
+    def __add__(self, other: JsParts) -> JsParts:
+        return JsParts(self.plogp + other.plogp, self.mass + other.mass, self.slogs + other.slogs)
+
+    def matrix(self) -> torch.Tensor:
+        """Return JS(a, b) = ½(Σ P ln P + Σ Q ln Q) − Σ M ln M, with Σ M ln M = ½ Σ S ln S − ½ ln 2 · Σ S."""
+        half = 0.5 * (self.plogp[:, None] + self.plogp[None, :])
+        mlogm = 0.5 * self.slogs - 0.5 * math.log(2.0) * (self.mass[:, None] + self.mass[None, :])
+        js = (half - mlogm).clamp_min(0.0)  # rounding can leave −1e-7 where the maps are equal
+        js.fill_diagonal_(0.0)
+        return js
+
+
+def js_parts(maps: torch.Tensor, n: torch.Tensor, chunk: int | None = None) -> JsParts:
+    """Return the JS sums of flat maps (N, cells) with each cell's sentence length n (cells,).
+
+    Smoothing as Clark et al.: P = (1 − 0.001)·A + 0.001/n, with n the number of tokens of the sentence.
+    """
+    P = (maps.float() * (1.0 - SMOOTH) + (SMOOTH / n.float())).contiguous()
+    chunk = chunk or (JS_CHUNK_GPU if P.device.type == "cuda" else JS_CHUNK_CPU)
+    return JsParts(
+        plogp=torch.special.xlogy(P, P).sum(-1, dtype=torch.float64),
+        mass=P.sum(-1, dtype=torch.float64),
+        slogs=_pair_slogs(P, chunk),
+    )
+
+
+def js_matrix(attn: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
+    """Return Jensen–Shannon divergences between all heads, (layers·heads, layers·heads) float64, in nats.
+
+    attn: (layers, heads, q_pos, k_pos) or (batch, layers, heads, q_pos, k_pos); real: (seq,) or (batch, seq)
+    bool (None = every position is real). Summed over query rows (and sentences), not averaged: divide by the
+    number of rows for a per-row figure in [0, ln 2].
+    """
+    attn, real = _batched(attn, real)
+    maps, n = flat_maps(attn, real)
+    return js_parts(maps, n).matrix()
+
+
+def cosine_gram(maps: torch.Tensor) -> torch.Tensor:
+    """Return the Gram matrix of flat maps (N, cells), (N, N) float64; it adds up over batches."""
+    return (maps.float() @ maps.float().T).double()
+
+
+def cosine_from_gram(gram: torch.Tensor) -> torch.Tensor:
+    """Return cosine similarities (N, N) from a Gram matrix of flattened maps."""
+    norms = gram.diagonal().clamp_min(0).sqrt()
+    return (gram / (norms[:, None] * norms[None, :]).clamp_min(1e-300)).clamp(-1.0, 1.0)
+
+
+def cosine_matrix(attn: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
+    """Return the cosine similarity of every pair of heads' flattened maps, (layers·heads,)*2 float64."""
+    attn, real = _batched(attn, real)
+    maps, _ = flat_maps(attn, real)
+    return cosine_from_gram(cosine_gram(maps))
+
+
+def _cka_from_hsic(hsic: torch.Tensor) -> torch.Tensor:
+    """Return CKA = HSIC(a, b) / √(HSIC(a, a)·HSIC(b, b)); NaN for a head whose output does not vary."""
+    self_ = hsic.diagonal().clone()
+    dead = self_ <= 1e-12 * self_.max().clamp_min(1e-300)  # a constant output: CKA is 0/0
+    denom = (self_[:, None] * self_[None, :]).sqrt()
+    cka = hsic / denom.clamp_min(1e-300)
+    cka[dead, :] = torch.nan
+    cka[:, dead] = torch.nan
+    return cka.clamp(max=1.0)
+
+
+def cka_matrix(context: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
+    """Return linear CKA between every pair of heads' outputs, (layers·heads, layers·heads) float64.
+
+    context: (layers, heads, seq, d_k), one input's per-head context vectors (probs·V, before W_o); real:
+    (seq,) bool to drop [PAD] rows. CKA(X, Y) = ‖YᵀX‖²_F / (‖XᵀX‖_F · ‖YᵀY‖_F) on column-centred X, Y
+    (tokens × d_k). Computed through the tokens × tokens Grams, ‖YᵀX‖²_F = ⟨XXᵀ, YYᵀ⟩: with seq ≤ 512 that
+    is far cheaper than the (heads·d_k)² cross-covariance.
+    """
+    L, H, T, D = context.shape  # layers, heads, seq, d_k
+    X = context.reshape(L * H, T, D).float()
+    if real is not None:
+        X = X[:, real.bool().to(X.device)]
+    X = X - X.mean(1, keepdim=True)  # centre each column over tokens
+    K = (X @ X.transpose(1, 2)).reshape(L * H, -1)  # (LH, n·n): each head's token Gram
+    return _cka_from_hsic((K @ K.T).double())
+
+
+class CkaAccumulator:
+    """Linear CKA over a corpus: tokens of every sentence pooled, columns centred over all of them.
+
+    Keeps the (heads·d_k, heads·d_k) cross-product of the context vectors, shifted by the first batch's
+    mean so that float32 sums do not lose the small variance of near-constant heads to a large mean.
+    """
+
+    def __init__(self) -> None:
+        self.cross: torch.Tensor | None = None  # (N·d_k, N·d_k) Σ (z − s)(z − s)ᵀ
+        self.total: torch.Tensor | None = None  # (N·d_k,) Σ (z − s)
+        self.shift: torch.Tensor | None = None
+        self.count = 0
+        self.heads = 0
+
+    def add(self, context: torch.Tensor, real: torch.Tensor) -> None:
+        """Add a batch: context (batch, layers, heads, seq, d_k), real (batch, seq) bool."""
+        B, L, H, T, D = context.shape
+        Z = context.permute(0, 3, 1, 2, 4)[real.bool()].reshape(-1, L * H * D).float()  # (tokens, LH·d_k)
+        if self.shift is None:
+            self.shift = Z.mean(0)
+            self.cross = torch.zeros(Z.shape[1], Z.shape[1], device=Z.device)
+            self.total = torch.zeros(Z.shape[1], dtype=torch.float64, device=Z.device)
+            self.heads = L * H
+        Z = Z - self.shift
+        self.cross.addmm_(Z.T, Z)  # type: ignore[union-attr]
+        self.total += Z.sum(0, dtype=torch.float64)  # type: ignore[operator]
+        self.count += Z.shape[0]
+
+    def matrix(self) -> torch.Tensor:
+        """Return the (heads, heads) CKA matrix of everything added so far."""
+        if self.cross is None or self.count < 2:
+            raise ValueError("CKA needs at least two tokens")
+        mean = (self.total / self.count).float()  # type: ignore[operator]  # small: the data were shifted
+        F_, N = self.cross.shape[0], self.heads
+        D = F_ // N
+        hsic = torch.empty(N, N, dtype=torch.float64, device=self.cross.device)
+        rows = max(1, (1 << 22) // (D * F_))  # heads per block: bounded memory even for BERT-base's 9216²
+        for a0 in range(0, N, rows):
+            a1 = min(N, a0 + rows)
+            part = slice(a0 * D, a1 * D)
+            C = self.cross[part] - self.count * torch.outer(mean[part], mean)  # rows of Σ (z − z̄)(z − z̄)ᵀ
+            hsic[a0:a1] = C.view(a1 - a0, D, N, D).square().sum((1, 3)).double()  # ‖Y_bᵀ X_a‖²_F
+        return _cka_from_hsic(hsic)
+
+
+def _batched(attn: torch.Tensor, real: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    if attn.dim() == 4:
+        attn = attn[None]
+        real = None if real is None else real[None]
+    if real is None:
+        real = torch.ones(attn.shape[0], attn.shape[-1], dtype=torch.bool, device=attn.device)
+    return attn, real.bool().to(attn.device)
+
+
+# ---- clustering, map of heads, near-duplicates ----------------------------------------------------
+
+
+def cluster_order(dist: np.ndarray) -> list[int]:
+    """Return the leaf order of average-linkage hierarchical clustering on a symmetric distance matrix."""
+    from scipy.cluster.hierarchy import leaves_list, linkage
+    from scipy.spatial.distance import squareform
+
+    d = np.asarray(dist, dtype=float)
+    if d.shape[0] < 3:
+        return list(range(d.shape[0]))
+    d = 0.5 * (d + d.T)
+    np.fill_diagonal(d, 0.0)
+    Z = linkage(squareform(d, checks=False), method="average", optimal_ordering=True)
+    return [int(i) for i in leaves_list(Z)]
+
+
+def mds(dist: np.ndarray, dims: int = 2, iters: int = 300, tol: float = 1e-7) -> tuple[np.ndarray, float]:
+    """Return metric-MDS coordinates (N, dims) of a distance matrix and their normalised stress.
+
+    SMACOF (Guttman transforms) started from classical MDS, so the result is deterministic. Coordinates are
+    defined only up to rotation and reflection; each axis is flipped so that its largest coordinate is
+    positive. Stress-1 = √(Σ (d_ij − δ_ij)² / Σ d_ij²) over pairs.
+    """
+    d = np.asarray(dist, dtype=float)
+    d = 0.5 * (d + d.T)
+    np.fill_diagonal(d, 0.0)
+    N = d.shape[0]
+    if N <= dims:
+        return np.zeros((N, dims)), 0.0
+    J = np.eye(N) - 1.0 / N
+    Bc = -0.5 * J @ (d**2) @ J
+    w, V = np.linalg.eigh(Bc)
+    top = np.argsort(w)[::-1][:dims]
+    X = V[:, top] * np.sqrt(np.clip(w[top], 0, None))
+    if not np.any(X):
+        X = np.random.default_rng(0).normal(size=(N, dims))
+
+    def stress(X: np.ndarray) -> float:
+        delta = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+        return float(((delta - d) ** 2)[np.triu_indices(N, 1)].sum())
+
+    s_old = stress(X)
+    for _ in range(iters):
+        delta = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(delta > 0, d / delta, 0.0)
+        Bx = -ratio
+        np.fill_diagonal(Bx, 0.0)
+        np.fill_diagonal(Bx, -Bx.sum(1))
+        X = Bx @ X / N
+        s_new = stress(X)
+        if s_old - s_new <= tol * max(s_old, 1e-300):
+            s_old = s_new
+            break
+        s_old = s_new
+    X = X - X.mean(0)
+    X = X * np.where(np.abs(X.max(0)) >= np.abs(X.min(0)), 1.0, -1.0)
+    denom = float((d[np.triu_indices(N, 1)] ** 2).sum())
+    return X, math.sqrt(s_old / denom) if denom > 0 else 0.0
+
+
+def nearest(dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return, per head, the smallest distance to another head and which head that is: (N,), (N,) int."""
+    d = np.array(dist, dtype=float)
+    np.fill_diagonal(d, np.inf)
+    idx = d.argmin(1)
+    return d[np.arange(len(d)), idx], idx
+
+
+def near_duplicates_per_layer(dist: np.ndarray, n_layers: int, threshold: float) -> np.ndarray:
+    """Return, per layer, how many of its heads have another head (anywhere) closer than threshold, (layers,)."""
+    close, _ = nearest(dist)
+    return (close < threshold).reshape(n_layers, -1).sum(1)
+
+
+def closest_pairs(dist: np.ndarray, k: int) -> list[tuple[int, int, float]]:
+    """Return the k pairs of different heads (a < b) with the smallest distance, closest first."""
+    d = np.asarray(dist, dtype=float)
+    a, b = np.triu_indices(len(d), 1)
+    top = np.argsort(d[a, b], kind="stable")[:k]
+    return [(int(a[i]), int(b[i]), float(d[a[i], b[i]])) for i in top]
+
+
+# ---- the report every page and the CLI use --------------------------------------------------------
+
+
+@dataclass
+class HeadReport:
+    """Statistics, labels and redundancy for one input or a corpus. numpy and lists only (pickles, caches)."""
+
+    model: str
+    n_layers: int
+    n_heads: int
+    sentences: int  # how many inputs went in (1 for typed text)
+    rows: int  # query rows summed over (real tokens of every input)
+    pairs: bool  # any sentence pair in the input(s)
+    stats: dict[str, np.ndarray]  # name → (layers, heads); averaged over rows, then over sentences
+    cls_entropy: np.ndarray  # (layers, heads) entropy of the [CLS] row, nats
+    labels: np.ndarray  # (layers, heads) str, one of LABELS
+    js: np.ndarray  # (N, N) summed over rows and sentences, nats; N = layers·heads, layer-major
+    cosine: np.ndarray  # (N, N)
+    cka: np.ndarray  # (N, N); NaN where a head's output does not vary
+    tokens: list = field(default_factory=list)  # the input's tokens; for a corpus, a list per line
+    order: list[int] = field(default_factory=list)  # cluster order (average linkage on js)
+    coords: np.ndarray | None = None  # (N, 2) metric MDS on js
+    stress: float = 0.0  # MDS stress-1
+
+    @property
+    def js_per_row(self) -> np.ndarray:
+        """JS divided by the number of query rows: nats per row, in [0, ln 2], comparable across lengths."""
+        return self.js / max(self.rows, 1)
+
+    @property
+    def names(self) -> list[str]:
+        return head_names(self.n_layers, self.n_heads)
+
+    def layer_means(self, name: str) -> np.ndarray:
+        """Return the mean over heads of one statistic, per layer, (layers,)."""
+        return np.nanmean(self.stats[name], axis=1)
+
+    def to_json(self, importance: list[float] | None = None) -> dict[str, Any]:
+        """Return the document `python -m models stats --json` prints (see README, "Head analysis")."""
+        heads = []
+        for layer in range(self.n_layers):
+            for head in range(self.n_heads):
+                row: dict[str, Any] = {"layer": layer, "head": head}
+                for k in (
+                    "entropy",
+                    "entropy_norm",
+                    "cls",
+                    "sep",
+                    "punct",
+                    "self",
+                    "prev",
+                    "next",
+                    "confidence",
+                    "distance",
+                ):
+                    row[k] = _num(self.stats[k][layer, head])
+                if self.pairs:
+                    row["block"] = _num(self.stats["block"][layer, head])
+                row["label"] = str(self.labels[layer, head])
+                heads.append(row)
+        doc: dict[str, Any] = {
+            "model": self.model,
+            "tokens": self.tokens,
+            "sentences": self.sentences,
+            "rows": self.rows,
+            "heads": heads,
+            "redundancy": {
+                "js": _matrix(self.js),
+                "js_per_row": _matrix(self.js_per_row),
+                "cosine": _matrix(self.cosine),
+                "cka": _matrix(self.cka),
+            },
+            "thresholds": dict(THRESHOLDS),
+        }
+        if importance is not None:
+            doc["importance"] = [_num(v) for v in importance]
+        return doc
+
+
+def _num(x: Any) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) else round(x, 6)
+
+
+def _matrix(m: np.ndarray) -> list[list[float | None]]:
+    return [[_num(v) for v in row] for row in np.asarray(m)]
+
+
+class Accumulator:
+    """Sums per-head statistics and redundancy over batches of sentences; `report()` turns them into a HeadReport.
+
+    Statistics are averaged per sentence over its rows, then over sentences (as Clark et al. do over
+    documents); JS and the cosine Gram are summed over rows and sentences; CKA pools every token.
+    """
+
+    def __init__(self, n_layers: int, n_heads: int, with_cka: bool = True) -> None:
+        self.n_layers, self.n_heads = n_layers, n_heads
+        self.sums: dict[str, torch.Tensor] = {}
+        self.pair_items = 0
+        self.sentences = 0
+        self.rows = 0
+        self.js: JsParts | None = None
+        self.gram: torch.Tensor | None = None
+        self.cka = CkaAccumulator() if with_cka else None
+
+    def add(self, attn: torch.Tensor, roles: Roles, context: torch.Tensor | None = None) -> None:
+        """Add a padded batch: attn (batch, layers, heads, q_pos, k_pos), context (batch, layers, heads, seq, d_k)."""
+        per = sentence_stats(attn, roles)
+        for k, v in per.items():
+            total = torch.nansum(v, 0).double() if k == "block" else v.sum(0).double()
+            self.sums[k] = self.sums[k] + total if k in self.sums else total
+        self.pair_items += int(roles.pair.sum())
+        self.sentences += attn.shape[0]
+        self.rows += int(roles.real.sum())
+        maps, n = flat_maps(attn.float(), roles.real)
+        parts = js_parts(maps, n)
+        self.js = parts if self.js is None else self.js + parts
+        gram = cosine_gram(maps)
+        self.gram = gram if self.gram is None else self.gram + gram
+        if self.cka is not None:
+            if context is None:
+                raise ValueError("CKA needs the heads' context vectors (encode with internals)")
+            self.cka.add(context, roles.real)
+
+    def report(self, model: str, tokens: list | None = None, cka: torch.Tensor | None = None) -> HeadReport:
+        """Return the HeadReport of everything added (cka: a matrix computed elsewhere, for a single input)."""
+        if self.js is None or self.gram is None:
+            raise ValueError("nothing was added")
+        L, H = self.n_layers, self.n_heads
+        stats = {}
+        for k in STATS:
+            denom = self.pair_items if k == "block" else self.sentences
+            stats[k] = (self.sums[k] / denom).cpu().numpy() if denom else np.full((L, H), np.nan)
+        labels = label_heads(stats, pairs=self.pair_items > 0)
+        js = self.js.matrix().cpu().numpy()
+        if cka is None:
+            cka = self.cka.matrix() if self.cka is not None else torch.full((L * H, L * H), torch.nan)
+        order = cluster_order(js)
+        coords, stress = mds(js / max(self.rows, 1))
+        return HeadReport(
+            model=model,
+            n_layers=L,
+            n_heads=H,
+            sentences=self.sentences,
+            rows=self.rows,
+            pairs=self.pair_items > 0,
+            stats=stats,
+            cls_entropy=(self.sums["cls_entropy"] / self.sentences).cpu().numpy(),
+            labels=labels,
+            js=js,
+            cosine=cosine_from_gram(self.gram).cpu().numpy(),
+            cka=cka.cpu().numpy(),
+            tokens=list(tokens or []),
+            order=order,
+            coords=coords,
+            stress=stress,
+        )
+
+
+def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> HeadReport:
+    """Return the HeadReport of one encoded input (CKA needs `encode(..., internals=True)`).
+
+    device: where to compute (the encoder's device; the GPU when there is one). The output's tensors are
+    on the CPU; they are moved there once.
+    """
+    if out.is_batch:
+        raise ValueError("analyse() takes one input; use models.analysis.corpus for many")
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    roles = Roles.of_output(out, dev)
+    acc = Accumulator(out.n_layers, out.n_heads, with_cka=False)
+    acc.add(out.attentions[None].to(dev), roles)
+    cka = cka_matrix(out.context.to(dev), out.padding.to(dev)) if out.context is not None else None
+    n = int(out.padding.sum())
+    return acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka)

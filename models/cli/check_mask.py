@@ -1,0 +1,84 @@
+"""`python -m models check-mask`: is a mask what it claims? Exit 0 when it is, 1 when a check fails, 2 on bad input.
+
+    python -m models check-mask --model minilm --text "The cat sat." \\
+        --mask "torch.tril(torch.ones(seq, seq))" --convention keep --expect causal
+    python -m models check-mask --text "A long first sentence here." --text "Short." \\
+        --mask pad.npy --convention drop --expect padding --json
+
+`--text` may be given several times: the texts form one batch, padded by the tokenizer to the longest
+(right padding, [PAD] keys), which `--expect padding` needs. Expressions see `seq` (the padded length),
+`batch` (the number of texts), `heads` and `attention_mask` (the tokenizer's (batch, seq) 0/1 mask).
+
+Also here: `export_mask`, which turns `export --mask FILE|EXPR --convention ...` into the keep tensor the
+encoder takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from .. import masks
+from ..encoder import Encoder
+from ..errors import MaskError
+from ..masks.checker import EXPECT_HELP, check_mask, tokenize
+from ..weights import load_encoder
+from .common import EXIT_FAIL, EXIT_OK, add_model_args
+
+HELP = "check an attention mask against what it should be (exit 0 = it is, 1 = a check fails, 2 = bad input)"
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    add_model_args(p)
+    p.add_argument(
+        "--text",
+        action="append",
+        required=True,
+        help="a sentence; repeat it for a padded batch (needed for --expect padding)",
+    )
+    p.add_argument(
+        "--mask",
+        required=True,
+        help="a .npy/.npz/.pt file, a named mask (causal, window:2), or an expression over seq, batch, "
+        "heads and attention_mask, e.g. 'torch.tril(torch.ones(seq, seq))'",
+    )
+    p.add_argument(
+        "--convention",
+        required=True,
+        choices=masks.CONVENTIONS,
+        help="keep: True/1 = may attend; drop: True/1 = masked (nn.MultiheadAttention); "
+        "additive: 0 / -inf (or finfo.min) added to the scores",
+    )
+    p.add_argument("--expect", required=True, help=f"what the mask should be: {EXPECT_HELP}")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
+    report = check_mask(enc, args.text, args.mask, args.convention, args.expect)
+    for note in report.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    print(json.dumps(report.to_dict(), ensure_ascii=False) if args.json else report.text())
+    return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def export_mask(
+    enc: Encoder, text: str, text_b: str | None, mask: str | None, convention: str | None
+) -> str | torch.Tensor | None:
+    """Return what `encode(mask=...)` takes for `export --mask`: a name as is, a file or expression as keep.
+
+    The file's or expression's values are read in the declared convention (keep when not given) and must fit
+    (1, heads, seq, seq) for this text; a named mask is keep by definition and takes no convention.
+    """
+    if mask is None or masks.is_named(mask):
+        if convention is not None:
+            raise MaskError("--convention is for a mask file or expression; named masks are keep (True = may attend)")
+        return mask
+    ids, _, attention_mask, _, _ = tokenize(enc, [text], None if text_b is None else [text_b])
+    seq = ids.shape[1]
+    raw, _ = masks.resolve(mask, seq=seq, batch=1, heads=enc.config.n_heads, attention_mask=attention_mask)
+    keep = masks.to_keep(raw, convention or "keep")
+    return masks.fit(keep, 1, enc.config.n_heads, seq)

@@ -1,0 +1,69 @@
+"""`python -m models export`: run the encoder and write tokens, attentions, hidden states and the mask."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..weights import load_encoder
+from .check_mask import export_mask
+from .common import EXIT_OK, UsageError, add_model_args, add_text_args, write_file
+
+HELP = "run the encoder and write tokens, attentions and hidden states"
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    add_model_args(p)
+    add_text_args(p)
+    p.add_argument(
+        "--mask",
+        default=None,
+        help="bidirectional (default), causal, window:W, prefix:P, a .npy/.npz/.pt FILE or an expression over seq",
+    )
+    p.add_argument(
+        "--convention",
+        default=None,
+        choices=["keep", "drop", "additive"],
+        help="how a mask FILE or expression reads: keep (True = may attend, the default), drop, additive",
+    )
+    p.add_argument("--out", default=None, help="output file (.npz; .json with --json; stdout when omitted with --json)")
+    p.add_argument("--json", action="store_true", help="write JSON instead of NPZ")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.json and not args.out:
+        raise UsageError("export: --out FILE.npz is required (or --json to print JSON)")
+    enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
+    mask = export_mask(enc, args.text, args.text_b, args.mask, args.convention)
+    out = enc.encode(args.text, args.text_b, mask=mask)
+    for note in out.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    arrays = {
+        "tokens": np.array(out.tokens, dtype=str),  # unicode array: loads with allow_pickle=False
+        "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
+        "attentions": out.attentions.numpy().astype(np.float32),  # (layers, heads, q_pos, k_pos)
+        "hidden_states": out.hidden_states.numpy().astype(np.float32),  # (seq, d_model)
+        "mask": out.keep.numpy().astype(bool),  # (q_pos, k_pos), True = may attend
+    }
+    if isinstance(mask, torch.Tensor) and mask.shape[1] > 1:  # per-head masks: `mask` is head 0's
+        T = out.seq
+        arrays["mask_heads"] = torch.broadcast_to(mask.cpu(), (1, mask.shape[1], T, T))[0].numpy().astype(bool)
+    if args.json:
+        doc = {"model": enc.name, "mask_name": out.mask, "truncated": out.truncated}
+        doc.update({k: v.tolist() for k, v in arrays.items()})
+        text = json.dumps(doc)
+        if args.out:
+            write_file(Path(args.out), lambda f: f.write(text.encode()))
+        else:
+            print(text)
+    else:
+        write_file(Path(args.out), lambda f: np.savez_compressed(f, **arrays))
+    if args.out:
+        L, H, T, _ = arrays["attentions"].shape
+        print(f"wrote {args.out}: {T} tokens, attentions ({L}, {H}, {T}, {T})", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,134 @@
+"""`python -m models stats`: per-head statistics, labels, redundancy and importance for a text or a corpus.
+
+    python -m models stats --model minilm --text "The cat sat on the mat." --json
+    python -m models stats --model ./bert-base-uncased --file corpus.txt --json --out stats.json
+
+The JSON: {"model", "tokens", "sentences", "rows", "heads": [{"layer", "head", "entropy", "entropy_norm",
+"cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", ["block",] "label"}, …],
+"redundancy": {"js", "js_per_row", "cosine", "cka"}, "thresholds", "importance", "importance_measure",
+"removal"}. Layers and heads are 0-based, heads in layer-major order (index = layer · heads + head), and
+every matrix in that same order. Definitions: docs/METRICS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..analysis.corpus import IMPORTANCE_SENTENCES, analyse_corpus, corpus_importance, read_corpus_file
+from ..analysis.heads import analyse, closest_pairs
+from ..analysis.importance import head_importance
+from ..errors import AttnVizError
+from ..weights import load_encoder
+from .common import add_model_args
+
+HELP = "per-head statistics, pattern labels, redundancy and importance"
+
+
+class StatsUsageError(AttnVizError):
+    """Bad arguments or an unreadable corpus file for `stats`."""
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    add_model_args(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="the sentence to analyse")
+    src.add_argument("--file", help="a UTF-8 text file, one sentence per line (A<TAB>B for a sentence pair)")
+    p.add_argument("--text-b", default=None, help="optional second sentence, with --text")
+    p.add_argument("--mask", default=None, help="bidirectional (default), causal, window:W or prefix:P")
+    p.add_argument("--json", action="store_true", help="print the JSON document (otherwise a table for people)")
+    p.add_argument("--out", default=None, help="write the JSON to this file instead of stdout")
+    p.add_argument("--no-importance", action="store_true", help="skip head importance (the slow part)")
+    p.add_argument(
+        "--importance-sentences",
+        type=int,
+        default=None,
+        help="with --file: importance over the first N lines (default 50; it runs many passes per line)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.text_b is not None and args.file:
+        raise StatsUsageError("stats: --text-b goes with --text; in a --file, write a pair as A<TAB>B on one line")
+    if args.importance_sentences is not None and args.importance_sentences < 1:
+        raise StatsUsageError("stats: --importance-sentences must be at least 1")
+    lines = None
+    if args.file:
+        path = Path(args.file)
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise StatsUsageError(f"stats: cannot read {path}: {err.strerror or err}") from err
+        lines = read_corpus_file(data, str(path))
+
+    enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
+    notes: list[str] = []
+    if lines is None:
+        out = enc.encode(args.text, args.text_b, mask=args.mask, internals=True)
+        notes += out.notes
+        report = analyse(out, enc.device)
+        importance = None if args.no_importance else head_importance(enc, out)
+    else:
+        report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
+        if truncated:
+            notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
+        limit = args.importance_sentences or IMPORTANCE_SENTENCES
+        importance = None if args.no_importance else corpus_importance(enc, lines, mask=args.mask, limit=limit)
+        if importance is not None:
+            notes += importance.notes
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+
+    doc = report.to_json(importance=None if importance is None else importance.scores.ravel().tolist())
+    if importance is not None:
+        doc["importance_measure"] = importance.description
+        doc["importance_sentences"] = importance.sentences
+        if importance.curve is not None:
+            c = importance.curve
+            doc["removal"] = {"k": c.ks, "least_first": c.least_first, "most_first": c.most_first, "unit": c.unit}
+    if args.json or args.out:
+        text = json.dumps(doc, allow_nan=False, ensure_ascii=False)
+        if args.out:
+            try:
+                Path(args.out).write_text(text, encoding="utf-8")
+            except OSError as err:
+                raise StatsUsageError(f"stats: cannot write {args.out}: {err.strerror or err}") from err
+            print(f"wrote {args.out}: {len(doc['heads'])} heads, {report.sentences} sentence(s)", file=sys.stderr)
+        else:
+            print(text)
+    else:
+        print(_table(report, importance))
+    return 0
+
+
+def _progress(fraction: float, what: str) -> None:
+    print(f"\r{100 * fraction:5.1f} %  {what}", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
+
+
+def _table(report: Any, importance: Any) -> str:
+    """Return a plain-text table of the heads, for people at a terminal."""
+    rows = [
+        f"{report.model}: {report.n_layers} layers × {report.n_heads} heads, {report.sentences} sentence(s), "
+        f"{report.rows} query rows",
+        "layer head label          entropy nats (norm)  [CLS] %  [SEP] %  punct %  prev %  next %  importance",
+    ]
+    scores = None if importance is None else importance.scores
+    for layer in range(report.n_layers):
+        for head in range(report.n_heads):
+            s = {k: float(v[layer, head]) for k, v in report.stats.items()}
+            imp = "" if scores is None else f"{scores[layer, head]:10.2f}"
+            rows.append(
+                f"{layer:5d} {head:4d} {report.labels[layer, head]:<14} {s['entropy']:7.2f} ({s['entropy_norm']:4.2f})"
+                f"      {100 * s['cls']:6.1f}   {100 * s['sep']:6.1f}   {100 * s['punct']:6.1f}  {100 * s['prev']:6.1f}"
+                f"  {100 * s['next']:6.1f}  {imp}"
+            )
+    names = report.names
+    rows.append("most similar pairs (JS divergence per query row, nats):")
+    for a, b, d in closest_pairs(report.js_per_row, 5):
+        rows.append(f"  {names[a]} ~ {names[b]}: {d:.4f}")
+    if importance is not None:
+        rows.append(f"importance: {importance.description}")
+    return "\n".join(rows)

@@ -1,0 +1,327 @@
+"""One head, step by step: the tensors our encoder makes for one query token, with their shapes and code.
+
+`head_steps` recomputes one layer's attention from the encoder's real layer input and its real weights, the way
+the tutorial writes it — Linear → view → transpose → Q·Kᵀ → /√d_k → mask → softmax → ·V → transpose back →
+contiguous().view → W_o — and keeps, at every step, the exact shape of the whole tensor for this input, the line
+that made it here, and the line of models/bert.py that makes the same tensor inside the encoder. It checks
+itself against the encoder: the head's map, its context and (through residual, LayerNorm and the feed-forward
+block) the next layer's input; `HeadSteps.errors` holds the largest differences.
+
+`one_vs_many` sets a layer's h heads next to a single head of width d_model built from the same W_q, W_k, W_v,
+W_o, and counts the parameters of both (equal).
+
+Shapes follow the encoder: batch 1 here, so Q of BERT-base on 16 tokens is (1, 12, 16, 64).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..encoder import Encoder, EncoderOutput
+from ..errors import InputError
+
+# The steps, in order. Each: the code executed in `head_steps` (verbatim below) and the encoder's own line(s).
+STEP_KEYS = (
+    "input",
+    "project",
+    "split",
+    "transpose",
+    "dot",
+    "scale",
+    "mask",
+    "softmax",
+    "weighted_sum",
+    "concat",
+    "w_o",
+)
+
+CODE = {
+    "input": "x = out.layer_inputs[layer].unsqueeze(0)",
+    "project": "q, k, v = attn.query(x), attn.key(x), attn.value(x)",
+    "split": "q = q.view(B, T, attn.n_heads, attn.d_k)",
+    "transpose": "q = q.transpose(1, 2)",
+    "dot": "dots = torch.matmul(q, k.transpose(-2, -1))",
+    "scale": "scores = torch.matmul(q * (1.0 / math.sqrt(attn.d_k)), k.transpose(-2, -1))",
+    "mask": "masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)",
+    "softmax": "probs = torch.softmax(masked, dim=-1)",
+    "weighted_sum": "context = torch.matmul(probs, v)",
+    "concat": "merged = context.transpose(1, 2).contiguous().view(B, T, C)",
+    "w_o": "output = W_o(merged)",
+}
+# The axes of each step's tensor, in the codebase's names.
+AXES = {
+    "input": ("batch", "seq", "d_model"),
+    "project": ("batch", "seq", "d_model"),
+    "split": ("batch", "seq", "heads", "d_k"),
+    "transpose": ("batch", "heads", "seq", "d_k"),
+    "dot": ("batch", "heads", "q_pos", "k_pos"),
+    "scale": ("batch", "heads", "q_pos", "k_pos"),
+    "mask": ("batch", "heads", "q_pos", "k_pos"),
+    "softmax": ("batch", "heads", "q_pos", "k_pos"),
+    "weighted_sum": ("batch", "heads", "seq", "d_k"),
+    "concat": ("batch", "seq", "d_model"),
+    "w_o": ("batch", "seq", "d_model"),
+}
+# The same tensors inside models/bert.py (tests check these lines are there, whitespace aside).
+SOURCE = {
+    "input": "B, T, C = x.size()  # batch, seq, d_model",
+    "project": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
+    "split": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
+    "transpose": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
+    "dot": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
+    "scale": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
+    "mask": "fill = torch.finfo(scores.dtype).min\n"
+    "scores = scores.masked_fill(~keep, fill) if record is not None else scores.masked_fill_(~keep, fill)",
+    "softmax": "probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, q_pos, k_pos)",
+    "weighted_sum": "context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)",
+    "concat": "out = context.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d_model)",
+    "w_o": "return self.LayerNorm(self.dense(context) + residual)",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: its key, the shape of the whole tensor it makes for this input, and the code that makes it."""
+
+    key: str
+    shape: tuple[int, ...]
+    axes: tuple[str, ...]  # the names of shape's axes
+    code: str  # as executed by head_steps
+    source: str  # the line(s) of models/bert.py that make the same tensor
+
+
+@dataclass
+class HeadSteps:
+    """The tensors of one head for one query token (numpy float32 on the CPU), and the steps that made them."""
+
+    layer: int
+    head: int
+    query: int  # q_pos of the chosen query token
+    tokens: list[str]
+    n_heads: int
+    d_model: int
+    d_k: int
+    steps: list[Step]
+    x: np.ndarray  # [seq, d_model] the layer's input
+    q_row: np.ndarray  # [d_model] W_q·x of the chosen query, all heads side by side (before view)
+    q: np.ndarray  # [seq, d_k] this head's queries
+    k: np.ndarray  # [seq, d_k]
+    v: np.ndarray  # [seq, d_k]
+    dots: np.ndarray  # [k_pos] q·k_j for the chosen query, unscaled
+    scores: np.ndarray  # [k_pos] dots / √d_k (computed as (q / √d_k)·k, as the encoder does)
+    probs_unscaled: np.ndarray  # [k_pos] softmax(dots) with the mask, i.e. without the /√d_k
+    keep: np.ndarray  # [k_pos] bool, True = the query may attend to the key
+    masked: np.ndarray  # [k_pos] scores after masked_fill (finfo.min where hidden)
+    probs: np.ndarray  # [k_pos] the attention row
+    weighted: np.ndarray  # [k_pos, d_k] probs_j · v_j, the rows that the weighted sum adds up
+    context: np.ndarray  # [d_k] this head's output for the query
+    merged: np.ndarray  # [d_model] all heads' context for the query, concatenated
+    output: np.ndarray  # [d_model] after W_o (with its bias), before residual and LayerNorm
+    head_share: np.ndarray  # [d_model] this head's part of output: context @ W_o[:, head's columns]ᵀ
+    head_map: np.ndarray  # [q_pos, k_pos] this head's whole map
+    keep_map: np.ndarray  # [q_pos, k_pos] bool, the mask the encoder applied (True = may attend)
+    errors: dict[str, float] = field(default_factory=dict)  # max |ours − encoder's| per checked tensor
+
+    def step(self, key: str) -> Step:
+        return next(s for s in self.steps if s.key == key)
+
+    @property
+    def head_slice(self) -> slice:
+        """Return the columns of d_model that belong to this head (after concatenation)."""
+        return slice(self.head * self.d_k, (self.head + 1) * self.d_k)
+
+
+def _layer_on_cpu(encoder: Encoder, layer: int) -> torch.nn.Module:
+    """Return the layer's module in float32 on the CPU (a copy when the model lives elsewhere or in half)."""
+    module = encoder.model.layers[layer]
+    if encoder.device.type == "cpu" and encoder.dtype == torch.float32:
+        return module
+    return copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
+
+
+def _check_indices(out: EncoderOutput, layer: int, head: int | None = None, query: int | None = None) -> None:
+    if out.is_batch:
+        raise InputError("one head step by step takes a single-text result (use encode, or item(i) of a batch)")
+    if out.layer_inputs is None:
+        raise InputError("the steps need the encoder's internals: encode(..., internals=True)")
+    if not 0 <= layer < out.n_layers:
+        raise InputError(f"layer {layer} does not exist: this model has layers 0–{out.n_layers - 1}")
+    if head is not None and not 0 <= head < out.n_heads:
+        raise InputError(f"head {head} does not exist: this model has heads 0–{out.n_heads - 1}")
+    if query is not None and not 0 <= query < out.seq:
+        raise InputError(f"query position {query} does not exist: this input has positions 0–{out.seq - 1}")
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float32).cpu().numpy().copy()
+
+
+@torch.no_grad()
+def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, query: int) -> HeadSteps:
+    """Return every tensor of `head` in `layer` for query position `query`, recomputed from the real internals.
+
+    out: the encoder's result for one text with internals=True (it supplies the layer input and the mask).
+    Each line that makes a step's tensor is the CODE entry of that step, verbatim.
+    """
+    _check_indices(out, layer, head, query)
+    lay = _layer_on_cpu(encoder, layer)
+    attn = lay.attention.self  # SelfAttention: W_q, W_k, W_v (attn.query, attn.key, attn.value)
+    W_o = lay.attention.output.dense  # noqa: N806 - named as in the formulas
+    keep = out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos): the mask the encoder applied
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    x = out.layer_inputs[layer].unsqueeze(0)
+    B, T, C = x.size()  # batch, seq, d_model
+    shapes["input"] = tuple(x.shape)
+    q, k, v = attn.query(x), attn.key(x), attn.value(x)
+    shapes["project"] = tuple(q.shape)
+    q_row = q[0, query]
+    q = q.view(B, T, attn.n_heads, attn.d_k)
+    k, v = k.view(B, T, attn.n_heads, attn.d_k), v.view(B, T, attn.n_heads, attn.d_k)
+    shapes["split"] = tuple(q.shape)
+    q = q.transpose(1, 2)
+    k, v = k.transpose(1, 2), v.transpose(1, 2)
+    shapes["transpose"] = tuple(q.shape)
+    dots = torch.matmul(q, k.transpose(-2, -1))
+    shapes["dot"] = tuple(dots.shape)
+    # = dots / √d_k. Scaled on q as the encoder does (seq·d_k multiplications, not seq²): the same rounding, so
+    # the map below is the encoder's to ~1e-7 at any length (dividing the dots differs by ~3e-6 at 300 tokens).
+    scores = torch.matmul(q * (1.0 / math.sqrt(attn.d_k)), k.transpose(-2, -1))
+    shapes["scale"] = tuple(scores.shape)
+    masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    shapes["mask"] = tuple(masked.shape)
+    probs = torch.softmax(masked, dim=-1)
+    shapes["softmax"] = tuple(probs.shape)
+    context = torch.matmul(probs, v)
+    shapes["weighted_sum"] = tuple(context.shape)
+    merged = context.transpose(1, 2).contiguous().view(B, T, C)
+    shapes["concat"] = tuple(merged.shape)
+    output = W_o(merged)
+    shapes["w_o"] = tuple(output.shape)
+
+    # Side by side with step "scale": the same logits without the division, same mask.
+    unscaled = torch.softmax(dots.masked_fill(~keep, torch.finfo(dots.dtype).min), dim=-1)
+    # The rest of the layer, only to check that these tensors are the encoder's: residual + LN, then FFN.
+    h = lay.attention.output.LayerNorm(output + x)
+    next_input = lay.output(lay.intermediate(h), h)[0]
+
+    i, hd = query, head
+    cols = slice(hd * attn.d_k, (hd + 1) * attn.d_k)
+    errors = {
+        "attention": float((probs[0, hd] - out.attentions[layer, hd]).abs().max()),
+        "next_layer": float((next_input - out.layer_inputs[layer + 1]).abs().max()),
+    }
+    for name, ours in (("queries", q), ("keys", k), ("values", v), ("context", context)):
+        theirs = getattr(out, name)
+        if theirs is not None:
+            errors[name] = float((ours[0, hd] - theirs[layer, hd]).abs().max())
+    return HeadSteps(
+        layer=layer,
+        head=hd,
+        query=i,
+        tokens=list(out.tokens),
+        n_heads=int(attn.n_heads),
+        d_model=int(C),
+        d_k=int(attn.d_k),
+        steps=[Step(key, shapes[key], AXES[key], CODE[key], SOURCE[key]) for key in STEP_KEYS],
+        x=_np(x[0]),
+        q_row=_np(q_row),
+        q=_np(q[0, hd]),
+        k=_np(k[0, hd]),
+        v=_np(v[0, hd]),
+        dots=_np(dots[0, hd, i]),
+        scores=_np(scores[0, hd, i]),
+        probs_unscaled=_np(unscaled[0, hd, i]),
+        keep=out.keep[i].numpy().astype(bool).copy(),
+        masked=_np(masked[0, hd, i]),
+        probs=_np(probs[0, hd, i]),
+        weighted=_np(probs[0, hd, i, :, None] * v[0, hd]),
+        context=_np(context[0, hd, i]),
+        merged=_np(merged[0, i]),
+        output=_np(output[0, i]),
+        head_share=_np(context[0, hd, i] @ W_o.weight[:, cols].T),
+        head_map=_np(probs[0, hd]),
+        keep_map=out.keep.numpy().astype(bool).copy(),
+        errors=errors,
+    )
+
+
+@dataclass
+class OneVsMany:
+    """A layer as its h heads and as one head of width d_model with the same weights; parameters of both."""
+
+    layer: int
+    n_heads: int
+    d_model: int
+    d_k: int
+    maps: np.ndarray  # [heads, q_pos, k_pos] the encoder's heads
+    single_map: np.ndarray  # [q_pos, k_pos] one head of width d_model: softmax(Q·Kᵀ/√d_model) with the same W_q, W_k
+    params_heads: int  # counted from the tensors: h × (W_q, W_k, W_v rows of one head) + W_o
+    params_single: int  # the same tensors read as one head
+    params_per_head: int  # W_q, W_k, W_v rows (and biases) of one head: 3·(d_model·d_k + d_k)
+    params_w_o: int  # d_model² + d_model
+    output_change: float  # ‖single-head output − h-head output‖ / ‖h-head output‖, after W_o, all tokens
+    single_entropy: float  # mean row entropy of the single head's map, nats
+    heads_entropy: np.ndarray  # [heads] mean row entropy of each head's map, nats
+
+
+def _row_entropy(p: torch.Tensor) -> torch.Tensor:
+    """Return the mean over query rows of −Σ p ln p (0·ln 0 = 0) for maps (..., q_pos, k_pos)."""
+    return -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1).mean(-1)
+
+
+@torch.no_grad()
+def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
+    """Return `layer` as its h heads and as a single head of width d_model built from the same four matrices.
+
+    The single head computes softmax(Q·Kᵀ/√d_model)·V with the full-width Q, K, V: its logits are the sum of the
+    h heads' unscaled dot products, so one softmax replaces h of them. Not what the model was trained with:
+    a what-if with the same parameters, to show that splitting into heads costs no parameters.
+    """
+    _check_indices(out, layer)
+    lay = _layer_on_cpu(encoder, layer)
+    attn, W_o = lay.attention.self, lay.attention.output.dense  # noqa: N806
+    keep = out.keep.to(torch.bool)[None]  # (1, q_pos, k_pos)
+    x = out.layer_inputs[layer].unsqueeze(0)  # (1, T, d_model)
+    B, T, C = x.size()  # batch, seq, d_model
+    H, d_k = attn.n_heads, attn.d_k  # noqa: N806
+
+    # One head of width d_model: no view, no transpose.
+    q, k, v = attn.query(x), attn.key(x), attn.value(x)  # (1, T, d_model)
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(C)  # (1, T, T)
+    single = torch.softmax(scores.masked_fill(~keep, torch.finfo(scores.dtype).min), dim=-1)
+    out_single = W_o(torch.matmul(single, v))  # (1, T, d_model)
+    # h heads: the encoder's own maps and context, through the same W_o.
+    merged = out.context[layer].transpose(0, 1).reshape(1, T, C) if out.context is not None else None
+    if merged is None:
+        raise InputError("one head vs many needs the encoder's internals: encode(..., internals=True)")
+    out_heads = W_o(merged)
+
+    def count(linear: torch.nn.Linear, rows: slice = slice(None)) -> int:
+        return linear.weight[rows].numel() + (linear.bias[rows].numel() if linear.bias is not None else 0)
+
+    per_head = [
+        sum(count(m, slice(h * d_k, (h + 1) * d_k)) for m in (attn.query, attn.key, attn.value)) for h in range(H)
+    ]
+    w_o = count(W_o)
+    maps = out.attentions[layer].float()
+    return OneVsMany(
+        layer=layer,
+        n_heads=int(H),
+        d_model=int(C),
+        d_k=int(d_k),
+        maps=_np(maps),
+        single_map=_np(single[0]),
+        params_heads=sum(per_head) + w_o,
+        params_single=sum(count(m) for m in (attn.query, attn.key, attn.value)) + w_o,
+        params_per_head=per_head[0],
+        params_w_o=w_o,
+        output_change=float((out_single - out_heads).norm() / out_heads.norm().clamp_min(1e-12)),
+        single_entropy=float(_row_entropy(single[0])),
+        heads_entropy=_np(_row_entropy(maps)),
+    )

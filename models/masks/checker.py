@@ -1,0 +1,810 @@
+"""The mask checker: is an attention mask what it claims to be? Evidence from the mask itself and from the model.
+
+`check_mask(encoder, texts, mask, convention, expect)` returns a `MaskReport`: an overall verdict and one
+`Finding` per check, each with its evidence:
+
+  shape       the mask's shape, the shape it broadcasts to, and which axis each of its axes lands on
+  convention  the convention the values appear to use (keep / drop / additive) and whether it is the declared one
+  leaks       cells the mask leaves visible that the expectation hides (counted, the first few listed)
+  over        cells the mask hides that the expectation shows
+  rows        query rows with no visible key, and what softmax makes of them: NaN with the tutorial's
+              `masked_fill(..., -inf)` (and how far the NaN spreads through the real model), uniform with finfo.min
+  behaviour   the real model under the mask: change the tokens the expectation hides (everything after position
+              t; the padded positions) and measure how far the outputs that must not depend on them move (0)
+  mass        the attention the model puts on forbidden keys after softmax (exactly 0 when the mask is right)
+
+plus a diagnosis naming the classic bug when the mask is one (inverted, transposed, off by one, padding on the
+query axis, padding left visible). Messages are `Phrase`s (a code and values) so that the page can show them in
+any language; `Phrase.english()` is what the CLI prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..encoder import Encoder
+from ..errors import InputError, MaskError
+from . import conventions as masks
+from .sources import resolve
+
+STATUSES = ("pass", "fail", "warn", "info", "skip")
+CHECKS = ("shape", "convention", "leaks", "over", "rows", "behaviour", "mass")
+EXPECT_HELP = "causal, bidirectional, padding, window:W, prefix:P (or two joined with +, e.g. causal+padding)"
+N_EXAMPLES = 5  # positions listed per finding
+PERTURB_TOKENS = 2048  # token budget of the behavioural test's batch (perturbed copies × seq)
+MAX_PERTURB = 16
+
+_TRIL = "torch.tril(torch.ones(seq, seq, dtype=torch.bool))"
+_TRIU1 = "torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)"
+_BOTH = "(attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool()"
+# Teaching examples, correct and buggy: key → (expression, declared convention, expectation, passes).
+# The page lists them (labels and lessons in its locale files); tests/test_masks_page.py checks each verdict.
+EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
+    "ok_tril": (_TRIL, "keep", "causal", True),
+    "ok_float": ("torch.tril(torch.ones(seq, seq))", "keep", "causal", True),
+    "ok_additive": ("torch.triu(torch.full((seq, seq), float('-inf')), diagonal=1)", "additive", "causal", True),
+    "ok_finfo": (
+        "torch.triu(torch.full((seq, seq), torch.finfo(torch.float32).min), diagonal=1)",
+        "additive",
+        "causal",
+        True,
+    ),
+    "ok_mha": (_TRIU1, "drop", "causal", True),
+    "ok_padding": ("attention_mask", "keep", "padding", True),
+    "bug_inverted": (_TRIU1, "keep", "causal", False),
+    "bug_additive_as_keep": ("torch.triu(torch.full((seq, seq), float('-inf')), diagonal=1)", "keep", "causal", False),
+    "bug_01_additive": ("torch.tril(torch.ones(seq, seq))", "additive", "causal", False),
+    "bug_diagonal": ("torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=-1)", "keep", "causal", False),
+    "bug_next": ("torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)", "keep", "causal", False),
+    "bug_transposed": ("torch.triu(torch.ones(seq, seq, dtype=torch.bool))", "keep", "causal", False),
+    "bug_padding_queries": ("attention_mask[:, None, :, None]", "keep", "padding", False),
+    "bug_padding_visible": ("torch.ones(seq, seq, dtype=torch.bool)", "keep", "padding", False),
+    "bug_neg_inf_rows": (
+        f"torch.zeros(batch, 1, seq, seq).masked_fill(~{_BOTH}, float('-inf'))",
+        "additive",
+        "padding",
+        False,
+    ),
+}
+
+# English for every message code; the page has the same codes, with the same {placeholders}, in
+# ui/locales/<lang>/masks.toml under [masks.msg] (tests/test_masks_page.py holds them together).
+MESSAGES: dict[str, str] = {
+    "verdict.pass": "PASS: this is a correct {expect} mask in the {declared} convention.",
+    "verdict.fail": "FAIL: this is not a correct {expect} mask in the {declared} convention: {n_failed} of {n_checks} checks fail.",
+    "check.shape": "shape",
+    "check.convention": "convention",
+    "check.leaks": "leaks",
+    "check.over": "over-masked",
+    "check.rows": "empty rows",
+    "check.behaviour": "behaviour",
+    "check.mass": "forbidden mass",
+    "shape.ok": "{shape} → {view}, broadcast to (batch, heads, q_pos, k_pos) = {target}; {axes}.",
+    "shape.key_padding": "{shape} is read as a (batch, seq) key-padding mask → {view}, broadcast to {target}; {axes}.",
+    "shape.queries": "{shape} → {view}: the sequence axis lands on q_pos and k_pos is broadcast, so the mask hides whole query rows instead of keys; {axes}.",
+    "convention.match": "values {values}; read as {apparent}, {why}: as declared.",
+    "convention.unclear": "values {values}; the values alone cannot tell keep from drop, so the declared {declared} is taken.",
+    "convention.mismatch": "declared {declared}, but the values {values} read as {apparent}: {why}. {advice}",
+    "convention.same_cells": "declared {declared}; the values {values} look {apparent}, but both readings hide the same cells here.",
+    "convention.invalid": "the values {values} are not a valid {declared} mask: {problem}.",
+    "why.exact": "it is exactly the expected {expect} mask",
+    "why.closer": "{agree}% of the judged cells agree with {expect} (read the other way: {other}%)",
+    "why.diagonal": "every token sees itself (the other reading would hide each token from itself)",
+    "why.additive": "0 = attend and {fill} = masked, added to the scores",
+    "why.additive_none": "all 0, added to the scores: nothing masked",
+    "advice.keep_as_drop": "True means masked here, nn.MultiheadAttention's convention: pass ~mask, or declare drop.",
+    "advice.drop_as_keep": "True means may attend here, SDPA's and the tutorial's convention: pass ~mask, or declare keep.",
+    "advice.bool_as_additive": "Added to the scores, 0 and 1 hide nothing: use (1 - mask) * torch.finfo(dtype).min, or declare {apparent}.",
+    "advice.additive_as_bool": "Read as {declared}, -inf is nonzero, so the hidden and visible cells swap: declare additive, or pass mask == 0.",
+    "problem.not01": "a keep or drop mask holds True/False or 0/1 (~ on an int mask gives -1 and -2; use a bool mask)",
+    "problem.soft": "an additive mask holds 0 and -inf (or ≤ -1e4); other values are soft biases, not a mask",
+    "problem.nan": "NaN in a mask turns the scores it touches into NaN",
+    "leaks.none": "no cell is visible that {expect} hides ({judged} cells judged).",
+    "leaks.found": "cells visible that {expect} hides: {n}, e.g. {examples}.",
+    "over.none": "no cell is hidden that {expect} shows.",
+    "over.found": "cells hidden that {expect} shows: {n}, e.g. {examples}.",
+    "rows.none": "every query row sees at least one key.",
+    "rows.found": "query rows with no visible key: {n} ({examples}). With masked_fill(…, -inf) their softmax is NaN ({nan_rows} NaN rows over all layers and heads) and NaN reaches {nan_out} of {n_out} real output positions; with finfo.min, as our encoder does, they spread evenly over masked keys instead.",
+    "rows.padded": "padded query rows with no visible key: {n} ({examples}). Harmless with finfo.min (our encoder), but with -inf they are NaN and the NaN reaches {nan_out} of {n_out} real output positions in the following layers.",
+    "rows.padded_nan": "padded query rows with no visible key: {n} ({examples}), and this mask's -inf makes them NaN: the NaN reaches {nan_out} of {n_out} real output positions in the following layers. Use finfo.min instead of -inf.",
+    "behaviour.pass": "changed the tokens {what} in {n} copies of the input: the outputs that {expect} shields from them moved by at most {change} (0 when the mask holds).",
+    "behaviour.fail": "changed the tokens {what}: the output at position {pos} ('{token}') moved by {change} in layer {layer}: information leaks from positions the mask should hide.",
+    "behaviour.skip": "under {expect} every output may depend on every token: nothing to hold fixed.",
+    "what.after": "after position t",
+    "what.padding": "at padded positions",
+    "what.both": "after position t and at padded positions",
+    "what.after_t": "after position {t}",
+    "mass.zero": "attention on forbidden keys after softmax: exactly 0 in every layer and head.",
+    "mass.found": "up to {max_mass} of a query's attention lands on keys {expect} forbids (layer {layer}, head {head}, query {q} '{token}'); {mean_mass} per judged row on average.",
+    "diag.inverted": "inverted: the mask is the complement of {expect} (True/1 means masked here)",
+    "diag.transposed": "transposed: query and key axes swapped (the upper triangle instead of the lower)",
+    "diag.diagonal_masked": "off by one: the diagonal is masked, so no token sees itself and the first row sees nothing",
+    "diag.next_visible": "off by one: every token also sees the next one",
+    "diag.no_mask": "nothing is masked: every cell is visible",
+    "diag.everything_masked": "everything is masked",
+    "diag.padding_keys_visible": "padding keys left visible: real tokens attend to [PAD]",
+    "diag.padding_on_queries": "wrong axis: the padding mask lands on queries (whole [PAD] rows hidden) instead of keys",
+    "diag.off_by_one": "off by one: this is {name}, not {expect}",
+    "diag.is_named": "this is a {name} mask",
+}
+
+
+@dataclass
+class Phrase:
+    """A message: a code from MESSAGES and its values (which may be Phrases themselves)."""
+
+    code: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def render(self, lookup: Any) -> str:
+        """Return the message with lookup(code) as its template (nested Phrases rendered the same way)."""
+        vals = {k: v.render(lookup) if isinstance(v, Phrase) else v for k, v in self.values.items()}
+        return lookup(self.code).format(**vals)
+
+    def english(self) -> str:
+        return self.render(MESSAGES.__getitem__)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.english(), "values": _jsonable(self.values)}
+
+
+@dataclass
+class Finding(Phrase):
+    """One check's outcome: status (pass, fail, warn, info, skip), the message, machine-readable evidence."""
+
+    check: str = ""
+    status: str = "info"
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "status": self.status, **super().to_dict(), "data": _jsonable(self.data)}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a mask is meant to be: named masks and/or 'padding', all of which must hold."""
+
+    parts: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return "+".join(self.parts)
+
+    @property
+    def padding(self) -> bool:
+        return "padding" in self.parts
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        return tuple(p for p in self.parts if p != "padding")
+
+    def keep(self, seq: int, real: torch.Tensor) -> torch.Tensor:
+        """Return the expected keep (batch, q_pos, k_pos) bool for (batch, seq) real-token flags."""
+        B = real.shape[0]
+        out = torch.ones(B, seq, seq, dtype=torch.bool)
+        for p in self.named:
+            k = masks.named_keep(p, seq)
+            if k is not None:
+                out &= k
+        if self.padding:
+            out &= real[:, None, :]
+        return out
+
+
+def parse_expect(spec: str) -> Expectation:
+    """Return the Expectation for 'causal', 'padding', 'window:2', 'causal+padding', …; MaskError otherwise."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise MaskError(f"say what the mask is meant to be: {EXPECT_HELP}")
+    parts = []
+    for raw in spec.lower().replace(" ", "").split("+"):
+        if raw == "padding":
+            parts.append("padding")
+            continue
+        try:
+            kind, p = masks.parse_named(raw)
+        except MaskError:
+            raise MaskError(f"unknown expectation {raw!r}: use {EXPECT_HELP}") from None
+        parts.append(kind if p is None else f"{kind}:{p}")
+    if len(set(parts)) != len(parts) or len([p for p in parts if p != "padding"]) > 1:
+        raise MaskError(f"expectation {spec!r}: combine at most one named mask with padding, e.g. causal+padding")
+    return Expectation(tuple(parts))
+
+
+@dataclass
+class MaskReport:
+    """The checker's result. Arrays are numpy on the CPU; `attentions` is the model's attention under the mask."""
+
+    verdict: str  # "pass" or "fail"
+    summary: Phrase
+    expect: str
+    declared: str
+    apparent: str  # "keep", "drop", "additive" or "unclear"
+    source: str  # "tensor", "file", "named" or "expression"
+    mask_shape: tuple[int, ...]
+    mask_dtype: str
+    values: str  # the distinct values, counted
+    placement: masks.Placement
+    findings: list[Finding]
+    diagnosis: list[Phrase]
+    tokens: list[list[str]]  # per sentence, padded with [PAD] to seq
+    real: np.ndarray  # (batch, seq) bool, True = real token
+    keep: np.ndarray  # (batch, heads or 1, q_pos, k_pos) bool: the mask as the declared convention reads it
+    expected: np.ndarray  # (batch, q_pos, k_pos) bool
+    judged: np.ndarray  # (batch, q_pos, k_pos) bool: the cells the verdict looks at (real query rows)
+    attentions: np.ndarray  # (batch, layers, heads, q_pos, k_pos) float32, our encoder under the mask
+    model: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "pass"
+
+    def finding(self, check: str) -> Finding:
+        return next(f for f in self.findings if f.check == check)
+
+    def failed(self) -> list[str]:
+        return [f.check for f in self.findings if f.status == "fail"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return everything but the big arrays, JSON-ready (the CLI's --json)."""
+        return {
+            "verdict": self.verdict,
+            "summary": self.summary.english(),
+            "expect": self.expect,
+            "declared": self.declared,
+            "apparent": self.apparent,
+            "model": self.model,
+            "mask": {
+                "source": self.source,
+                "shape": list(self.mask_shape),
+                "dtype": self.mask_dtype,
+                "values": self.values,
+            },
+            "placement": {
+                "view": list(self.placement.view),
+                "target": list(self.placement.target),
+                "lands_on": list(self.placement.lands_on),
+                "key_padding": self.placement.key_padding,
+            },
+            "failed": self.failed(),
+            "findings": [f.to_dict() for f in self.findings],
+            "diagnosis": [d.to_dict() for d in self.diagnosis],
+            "tokens": self.tokens,
+            "notes": self.notes,
+        }
+
+    def text(self) -> str:
+        """Return the report as lines of English for a terminal."""
+        lines = [self.summary.english()]
+        lines.append(f"  mask: {self.source}, shape {self.mask_shape}, {self.mask_dtype}, {self.values}")
+        for f in self.findings:
+            lines.append(f"  {f.status.upper():<4}  {MESSAGES['check.' + f.check]:<14} {f.english()}")
+        for d in self.diagnosis:
+            lines.append(f"  diagnosis: {d.english()}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Phrase):
+        return v.english()
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray | torch.Tensor):
+        return _jsonable(v.tolist())
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+def _fmt(x: float) -> str:
+    """Return a figure for a message: exact 0 as '0', tiny as 1.2e-07, else 4 significant digits."""
+    if x == 0:
+        return "0"
+    return f"{x:.2e}" if abs(x) < 1e-3 else f"{x:.4g}"
+
+
+# ---- the checks ------------------------------------------------------------------------------------
+
+
+def _positions(
+    cells: torch.Tensor, tokens: list[list[str]], batch: int, per_head: bool
+) -> tuple[list[str], list[list[int]]]:
+    """Return the first few cells (b, h, q, k) as text and as lists; cells come from nonzero() on (B, H, T, T)."""
+    shown, raw = [], []
+    for b, h, q, k in cells[:N_EXAMPLES].tolist():
+        where = (f"#{b + 1} " if batch > 1 else "") + (f"h{h} " if per_head else "")
+        shown.append(f"{where}{q}→{k} ({tokens[b][q]}→{tokens[b][k]})")
+        raw.append([b, h, q, k] if per_head else [b, q, k])
+    return shown, raw
+
+
+def _convention(
+    raw4: torch.Tensor,
+    declared: str,
+    expected: torch.Tensor,
+    judged: torch.Tensor,
+    real: torch.Tensor,
+    expect: str,
+    values: str,
+) -> tuple[str, Finding]:
+    """Return (apparent convention, the convention finding)."""
+    is_float = raw4.is_floating_point()
+    v = raw4.double() if raw4.dtype != torch.bool else None
+    has_nan = bool(torch.isnan(v).any()) if is_float else False
+    zero_or_hard = bool(((v == 0) | (v <= masks.HARD_NEGATIVE)).all()) if is_float else False
+    any_hard = bool((v <= masks.HARD_NEGATIVE).any()) if is_float else False
+    is01 = raw4.dtype == torch.bool or bool(((v == 0) | (v == 1)).all())
+    valid = {"keep": is01, "drop": is01, "additive": is_float and zero_or_hard}
+    B, T = expected.shape[0], expected.shape[1]
+    E = expected[:, None]  # (B, 1, T, T)
+    J = judged[:, None]
+
+    def agreement(keep: torch.Tensor) -> float:
+        full = torch.broadcast_to(keep, (B, keep.shape[1], T, T))
+        n = int(J.expand_as(full).sum())
+        return float(((full == E) & J).sum()) / max(n, 1)
+
+    apparent, why = "unclear", None
+    if (is_float and any_hard and zero_or_hard) or (declared == "additive" and valid["additive"]):
+        if any_hard:
+            fill = "-inf" if bool(torch.isneginf(v).any()) else masks.format_value(float(v.min()), raw4.dtype)
+            apparent, why = "additive", Phrase("why.additive", {"fill": fill})
+        else:
+            apparent, why = "additive", Phrase("why.additive_none")
+    elif is01:
+        agree = agreement(masks.read_as(raw4, "keep"))
+        diag = torch.diagonal(
+            torch.broadcast_to(masks.read_as(raw4, "keep"), (B, raw4.shape[1], T, T)), dim1=-2, dim2=-1
+        )
+        diag_real = diag[real[:, None, :].expand_as(diag)]
+        if agree == 1.0:
+            apparent, why = "keep", Phrase("why.exact", {"expect": expect})
+        elif agree == 0.0:
+            apparent, why = "drop", Phrase("why.exact", {"expect": expect})
+        elif abs(agree - 0.5) >= 0.2:
+            a = round(100 * max(agree, 1 - agree))
+            apparent = "keep" if agree > 0.5 else "drop"
+            why = Phrase("why.closer", {"agree": a, "other": 100 - a, "expect": expect})
+        elif diag_real.numel() and bool(diag_real.all()):
+            apparent, why = "keep", Phrase("why.diagonal")
+        elif diag_real.numel() and not bool(diag_real.any()):
+            apparent, why = "drop", Phrase("why.diagonal")
+
+    base = {"values": values, "declared": declared, "apparent": apparent}
+    data = {"apparent": apparent, "declared": declared, "valid_for_declared": valid[declared]}
+    if has_nan:
+        return apparent, Finding(
+            "convention.invalid", {**base, "problem": Phrase("problem.nan")}, "convention", "fail", data
+        )
+    if apparent == declared:
+        return apparent, Finding("convention.match", {**base, "why": why}, "convention", "pass", data)
+    if apparent == "unclear":
+        if valid[declared]:
+            return apparent, Finding("convention.unclear", base, "convention", "pass", data)
+        problem = "problem.soft" if declared == "additive" else "problem.not01"
+        return apparent, Finding("convention.invalid", {**base, "problem": Phrase(problem)}, "convention", "fail", data)
+    same = bool(torch.equal(masks.read_as(raw4, declared), masks.read_as(raw4, apparent)))
+    if same:
+        return apparent, Finding("convention.same_cells", base, "convention", "warn", data)
+    if declared == "additive":
+        advice = Phrase("advice.bool_as_additive", {"apparent": apparent})
+    elif apparent == "additive":
+        advice = Phrase("advice.additive_as_bool", {"declared": declared})
+    else:
+        advice = Phrase(f"advice.{declared}_as_{apparent}")
+    return apparent, Finding("convention.mismatch", {**base, "why": why, "advice": advice}, "convention", "fail", data)
+
+
+def _diagnose(
+    keep: torch.Tensor, exp: Expectation, expected: torch.Tensor, judged: torch.Tensor, real: torch.Tensor
+) -> list[Phrase]:
+    """Return the classic bugs the mask (batch, heads or 1, T, T) matches exactly, if any."""
+    B, T = real.shape
+    J = judged[:, None]
+
+    def same(cand: torch.Tensor, region: torch.Tensor | None = J) -> bool:
+        cand = cand if cand.dim() == 4 else cand[:, None] if cand.dim() == 3 else cand[None, None]
+        eq = torch.broadcast_to(keep, (B, keep.shape[1], T, T)) == cand
+        return bool((eq | ~region).all()) if region is not None else bool(eq.all())
+
+    if same(expected):
+        return []
+    ones = torch.ones(T, T, dtype=torch.bool)
+    name = exp.name
+    if exp.padding and not exp.named:
+        if same(real[:, None, :, None].expand(B, 1, T, T), None):  # judged over all rows: padded rows differ
+            return [Phrase("diag.padding_on_queries")]
+        if same(ones):
+            return [Phrase("diag.padding_keys_visible")]
+    candidates: list[tuple[torch.Tensor, Phrase]] = [
+        (~expected, Phrase("diag.inverted", {"expect": name})),
+        (ones, Phrase("diag.no_mask")),
+        (~ones, Phrase("diag.everything_masked")),
+    ]
+    if exp.parts == ("causal",):
+        candidates += [
+            (expected.transpose(-1, -2), Phrase("diag.transposed")),
+            (torch.tril(ones, diagonal=-1), Phrase("diag.diagonal_masked")),
+            (torch.tril(ones, diagonal=1), Phrase("diag.next_visible")),
+        ]
+    elif len(exp.parts) == 1 and exp.named:
+        kind, p = masks.parse_named(exp.parts[0])
+        if kind in ("window", "prefix"):
+            for q in (int(p) - 1, int(p) + 1):  # type: ignore[arg-type]
+                if q >= 0:
+                    other = f"{kind}:{q}"
+                    candidates.append(
+                        (masks.named_keep(other, T), Phrase("diag.off_by_one", {"name": other, "expect": name}))
+                    )
+            if not torch.equal(expected[0], expected[0].T):
+                candidates.append((expected.transpose(-1, -2), Phrase("diag.transposed")))
+    for cand, phrase in candidates:
+        if same(cand):
+            return [phrase]
+    # Which named mask could it be? Row 0 of a window:W mask sees W + 1 keys, of a prefix:P mask P keys.
+    first = int(torch.broadcast_to(keep, (B, keep.shape[1], T, T))[0, 0, 0].sum())
+    named = ["causal", f"window:{max(first - 1, 0)}", f"prefix:{first}"]
+    for other in named:
+        if other != name and same(masks.named_keep(other, T)):
+            return [Phrase("diag.is_named", {"name": other})]
+    return []
+
+
+def _run_layers(model: Any, ids: torch.Tensor, types: torch.Tensor, keep: torch.Tensor | None, neg_inf: bool = False):
+    """Return every layer's output (list of (B, T, d_model)) and, with neg_inf, NaN rows per layer (B, H, T).
+
+    neg_inf runs the tutorial's attention — `scores.masked_fill(mask == 0, float('-inf'))` then softmax — with our
+    encoder's own weights, to show what -inf does to a row with no visible key. Without it, this is our encoder.
+    """
+    x = model.embeddings(ids, types)
+    outs, nan_rows = [], []
+    for layer in model.layers:
+        if not neg_inf:
+            x, _ = layer(x, keep)
+        else:
+            att = layer.attention.self
+            B, T, C = x.size()  # batch, seq, d_model
+            q = att.query(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+            k = att.key(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)
+            v = att.value(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)
+            scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(att.d_k)  # (B, nh, q_pos, k_pos)
+            if keep is not None:
+                scores = scores.masked_fill(~keep, float("-inf"))
+            probs = torch.softmax(scores.float(), dim=-1)
+            nan_rows.append(torch.isnan(probs).any(-1))  # (B, nh, T)
+            context = torch.matmul(probs.to(v.dtype), v).transpose(1, 2).contiguous().view(B, T, C)
+            h = layer.attention.output(context, x)
+            x = layer.output(layer.intermediate(h), h)
+        outs.append(x)
+    return outs, nan_rows
+
+
+def _replacement_ids(ids: torch.Tensor, positions: torch.Tensor, enc: Encoder, gen: torch.Generator) -> torch.Tensor:
+    """Return ids with the given positions replaced by other, ordinary tokens (never specials, never the same)."""
+    special = torch.tensor(sorted(set(getattr(enc.tokenizer, "all_special_ids", []) or [])), dtype=torch.long)
+    ordinary = torch.ones(enc.config.vocab_size, dtype=torch.bool)
+    ordinary[special[special < enc.config.vocab_size]] = False
+    allowed = ordinary.nonzero().squeeze(1)  # (n_allowed,)
+    out = ids.clone()
+    idx = torch.randint(0, len(allowed), (int(positions.sum()),), generator=gen)
+    new = allowed[idx]
+    same = new == out[positions]
+    new[same] = allowed[(idx[same] + 1) % len(allowed)]  # a different token, even when the draw hits the old one
+    out[positions] = new
+    return out
+
+
+def _behaviour(
+    enc: Encoder,
+    ids: torch.Tensor,
+    types: torch.Tensor,
+    keep4: torch.Tensor,
+    exp: Expectation,
+    expected: torch.Tensor,
+    real: torch.Tensor,
+    tokens: list[list[str]],
+) -> Finding:
+    """Change the tokens the expectation hides; the outputs that cannot depend on them must not move."""
+    B, T = ids.shape
+    L = enc.config.n_layers
+    if not exp.padding and all(masks.parse_named(p)[0] == "bidirectional" for p in exp.named):
+        return Finding("behaviour.skip", {"expect": exp.name}, "behaviour", "skip")
+    # Which positions may each output depend on after l layers: the expected mask, with the residual path,
+    # composed l times (for causal, prefix and padding this is the mask itself; a window widens by W per layer).
+    step = (expected | torch.eye(T, dtype=torch.bool)).float()
+    reach = [step]
+    for _ in range(L - 1):
+        reach.append((reach[-1] @ step > 0).float())
+
+    plans: list[tuple[int, torch.Tensor, int | None]] = []  # (item, positions changed, t or None for padding)
+    per_item = max(1, min(MAX_PERTURB, PERTURB_TOKENS // T) // B)
+    if exp.named and any(masks.parse_named(p)[0] != "bidirectional" for p in exp.named):
+        for b in range(B):
+            n = int(real[b].sum())
+            ts = sorted(set(np.linspace(0, n - 2, num=min(per_item, max(n - 1, 1))).round().astype(int).tolist()))
+            for t in ts:
+                pos = torch.zeros(T, dtype=torch.bool)
+                pos[t + 1 : n] = True
+                plans.append((b, pos, t))
+    if exp.padding:
+        for b in range(B):
+            if not bool(real[b].all()):
+                plans.append((b, ~real[b], None))
+    if not plans:
+        return Finding("behaviour.skip", {"expect": exp.name}, "behaviour", "skip")
+
+    gen = torch.Generator().manual_seed(0)
+    rows = [ids[b] for b in range(B)] + [_replacement_ids(ids[b], pos, enc, gen) for b, pos, _ in plans]
+    item = list(range(B)) + [b for b, _, _ in plans]
+    batch_ids = torch.stack(rows).to(enc.device)
+    batch_types = types[item].to(enc.device)
+    keep_b = keep4 if keep4.shape[0] == 1 else keep4[item]
+    with torch.inference_mode():
+        outs, _ = _run_layers(enc.model, batch_ids, batch_types, keep_b.to(enc.device))
+    # All copies and layers at once: (layers, copies, seq) changes, kept only where nothing changed is reachable.
+    item_of = torch.tensor([b for b, _, _ in plans])
+    changed = torch.stack([pos for _, pos, _ in plans])  # (P, T)
+    deltas, frees = [], []
+    for layer in range(L):
+        reachable = reach[layer][item_of].bool() & changed[:, None, :]  # (P, q, k)
+        free = ~reachable.any(-1) & real[item_of]  # real outputs with no path to a changed token
+        moved = (outs[layer][B:].float() - outs[layer][item_of.to(enc.device)].float()).abs().amax(-1).cpu()
+        deltas.append(torch.where(free, moved, torch.zeros_like(moved)))
+        frees.append(free)
+    delta = torch.stack(deltas)  # (L, P, T)
+    if not bool(torch.stack(frees).any()):
+        return Finding("behaviour.skip", {"expect": exp.name}, "behaviour", "skip")
+    layer, i, where = np.unravel_index(int(delta.argmax()), tuple(delta.shape))
+    layer, i, where = int(layer), int(i), int(where)
+    change = float(delta[layer, i, where])
+    per_plan = delta.amax(dim=(0, 2)).tolist()
+    per_t = [{"item": b, "t": t, "max_change": m} for (b, _, t), m in zip(plans, per_plan, strict=True)]
+    t = plans[i][2]
+    b = plans[i][0]
+    kinds = {p[2] is None for p in plans}
+    what = Phrase("what.both" if len(kinds) == 2 else "what.padding" if True in kinds else "what.after")
+    tol = 1e-5 if enc.dtype == torch.float32 else 1e-2
+    data = {
+        "max_change": change,
+        "tolerance": tol,
+        "layer": layer,
+        "position": where,
+        "item": b,
+        "t": t,
+        "variants": per_t,
+    }
+    if change <= tol:
+        return Finding(
+            "behaviour.pass",
+            {"what": what, "n": len(plans), "expect": exp.name, "change": _fmt(change)},
+            "behaviour",
+            "pass",
+            data,
+        )
+    what_fail = Phrase("what.padding") if t is None else Phrase("what.after_t", {"t": t})
+    return Finding(
+        "behaviour.fail",
+        {"what": what_fail, "pos": where, "token": tokens[b][where], "change": _fmt(change), "layer": layer},
+        "behaviour",
+        "fail",
+        data,
+    )
+
+
+def tokenize(enc: Encoder, texts: list[str], texts_b: list[str | None] | None = None):
+    """Return (ids, token types, attention_mask, tokens, notes) for a padded batch, as the encoder tokenizes it."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if not texts:
+        raise InputError("no text to check the mask on")
+    clean = [enc._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
+    clean_b = None
+    if texts_b is not None and any(b for b in texts_b):
+        if len(texts_b) != len(texts):
+            raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
+        clean_b = [enc._clean(t, f"second sentence {i + 1}", False) for i, t in enumerate(texts_b)]
+    batch, cut = enc._tokenize(clean, clean_b)  # type: ignore[arg-type]
+    ids = batch["input_ids"]
+    tokens = [enc.tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids]
+    notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(cut) if c]
+    return ids, batch["token_type_ids"], batch["attention_mask"], tokens, notes
+
+
+def check_mask(
+    enc: Encoder,
+    texts: list[str] | str,
+    mask: str | torch.Tensor | np.ndarray,
+    convention: str,
+    expect: str,
+    texts_b: list[str | None] | None = None,
+) -> MaskReport:
+    """Return the verdict on `mask`, declared in `convention`, against `expect`, on the texts through enc's model.
+
+    texts: one text, or several (a padded batch, needed for expect='padding').
+    mask: a tensor/array, a .npy/.npz/.pt path, a named mask ('causal'), or an expression over seq, batch, heads
+    and attention_mask (see models.masks.expressions). Its shape must broadcast to (batch, heads, q_pos, k_pos); a 2-D
+    (batch, seq) mask is a key-padding mask. Raises MaskError/InputError for input that cannot be checked.
+    """
+    declared = masks.check_convention(convention)
+    exp = parse_expect(expect)
+    ids, types, attention_mask, tokens, notes = tokenize(
+        enc, [texts] if isinstance(texts, str) else list(texts), texts_b
+    )
+    B, T = ids.shape
+    H, L = enc.config.n_heads, enc.config.n_layers
+    real = attention_mask.bool()
+    if exp.padding and bool(real.all()):
+        raise MaskError(
+            "checking a padding mask needs a padded batch: give two or more texts of different lengths "
+            "(on the command line, --text twice)"
+        )
+    raw, source = resolve(mask, seq=T, batch=B, heads=H, attention_mask=attention_mask)
+    placement = masks.place(tuple(raw.shape), B, H, T)
+    raw4 = raw.reshape(placement.view)
+    values = masks.describe_values(raw)
+
+    keep4 = masks.read_as(raw4, declared)  # (B or 1, H or 1, T or 1, T or 1): what code in that convention does
+    full = torch.broadcast_to(keep4, (B, keep4.shape[1], T, T))
+    per_head = keep4.shape[1] > 1 and not bool((full == full[:, :1]).all())
+    keep = full if per_head else full[:, :1]  # (B, H or 1, T, T)
+    expected = exp.keep(T, real)  # (B, T, T)
+    judged = real[:, :, None] & (torch.ones(B, 1, T, dtype=torch.bool) if exp.padding else real[:, None, :])
+
+    findings: list[Finding] = []
+    axes = ", ".join(
+        f"axis {i} ({n}) → {name}" for i, (n, name) in enumerate(zip(placement.shape, placement.lands_on, strict=True))
+    )
+    shape_vals = {"shape": placement.shape, "view": placement.view, "target": placement.target, "axes": axes}
+    shape_data = {
+        "view": placement.view,
+        "target": placement.target,
+        "lands_on": placement.lands_on,
+        "per_head": per_head,
+    }
+    q_only = placement.view[2] == T and placement.view[3] == 1 and T > 1
+    if q_only:
+        findings.append(Finding("shape.queries", shape_vals, "shape", "warn", shape_data))
+    else:
+        code = "shape.key_padding" if placement.key_padding else "shape.ok"
+        findings.append(Finding(code, shape_vals, "shape", "info", shape_data))
+
+    apparent, conv = _convention(raw4, declared, expected, judged, real, exp.name, values)
+    findings.append(conv)
+
+    J = judged[:, None]
+    E = expected[:, None]
+    leak_cells = (keep & ~E & J).nonzero()
+    over_cells = (~keep & E & J).nonzero()
+    n_judged = int(J.expand_as(keep).sum())
+    for check, cells in (("leaks", leak_cells), ("over", over_cells)):
+        shown, raw_pos = _positions(cells, tokens, B, per_head)
+        if len(cells):
+            findings.append(
+                Finding(
+                    f"{check}.found",
+                    {"n": len(cells), "expect": exp.name, "examples": ", ".join(shown)},
+                    check,
+                    "fail",
+                    {"count": len(cells), "first": raw_pos},
+                )
+            )
+        else:
+            findings.append(
+                Finding(f"{check}.none", {"expect": exp.name, "judged": n_judged}, check, "pass", {"count": 0})
+            )
+
+    keep_dev = keep4.to(enc.device)
+    with torch.inference_mode():
+        res = enc.model(ids.to(enc.device), types.to(enc.device), keep=keep_dev)
+        attentions = res.attentions.float().cpu()  # (B, L, H, T, T)
+
+    # Rows with no visible key: what -inf makes of them, end to end through the real model.
+    empty = ~full.any(-1)  # (B, H', T)
+    empty_real = empty & real[:, None, :]
+    rows_data: dict[str, Any] = {"empty_rows": int(empty.sum()), "empty_real_rows": int(empty_real.sum())}
+    if bool(empty.any()):
+        with torch.inference_mode():
+            outs, nan_rows = _run_layers(enc.model, ids.to(enc.device), types.to(enc.device), keep_dev, neg_inf=True)
+        nan_out = int((torch.isnan(outs[-1].float()).any(-1).cpu() & real).sum())
+        n_nan_rows = int(sum(int(r.sum()) for r in nan_rows))
+        ours_finite = bool(torch.isfinite(attentions).all())
+        rows_data.update({"nan_rows_neg_inf": n_nan_rows, "nan_outputs_neg_inf": nan_out, "finite_ours": ours_finite})
+        cells = empty.nonzero()  # (b, h, q)
+        shown = [
+            (f"#{b + 1} " if B > 1 else "") + (f"h{h} " if per_head else "") + f"{q} ({tokens[b][q]})"
+            for b, h, q in cells[:N_EXAMPLES].tolist()
+        ]
+        n_out = int(real.sum())
+        vals = {
+            "n": len(cells),
+            "examples": ", ".join(shown),
+            "nan_rows": n_nan_rows,
+            "nan_out": nan_out,
+            "n_out": n_out,
+        }
+        if bool(empty_real.any()):
+            findings.append(Finding("rows.found", vals, "rows", "fail", rows_data))
+        elif declared == "additive" and bool(torch.isneginf(raw).any()):
+            findings.append(Finding("rows.padded_nan", vals, "rows", "fail", rows_data))
+        else:
+            findings.append(Finding("rows.padded", vals, "rows", "warn", rows_data))
+    else:
+        findings.append(Finding("rows.none", {}, "rows", "pass", rows_data))
+
+    findings.append(_behaviour(enc, ids, types, keep4, exp, expected, real, tokens))
+
+    forbidden = (~expected & judged)[:, None, None]  # (B, 1, 1, T, T)
+    mass = (attentions * forbidden).sum(-1)  # (B, L, H, T)
+    rows = real[:, None, None, :].expand_as(mass)
+    max_mass = float(mass[rows].max()) if bool(rows.any()) else 0.0
+    if max_mass == 0.0:
+        findings.append(Finding("mass.zero", {}, "mass", "pass", {"max_mass": 0.0}))
+    else:
+        flat = torch.where(rows, mass, torch.zeros_like(mass))
+        b, layer, head, q = np.unravel_index(int(flat.argmax()), tuple(flat.shape))
+        mean_mass = float(mass[rows].mean())
+        findings.append(
+            Finding(
+                "mass.found",
+                {
+                    "max_mass": _fmt(max_mass),
+                    "expect": exp.name,
+                    "layer": int(layer),
+                    "head": int(head),
+                    "q": int(q),
+                    "token": tokens[b][q],
+                    "mean_mass": _fmt(mean_mass),
+                },
+                "mass",
+                "fail",
+                {
+                    "max_mass": max_mass,
+                    "mean_mass": mean_mass,
+                    "item": int(b),
+                    "layer": int(layer),
+                    "head": int(head),
+                    "query": int(q),
+                    "per_layer_max": [float(mass[:, i][rows[:, i]].max()) for i in range(L)],
+                },
+            )
+        )
+
+    diagnosis = _diagnose(keep, exp, expected, judged, real)
+    n_failed = sum(f.status == "fail" for f in findings)
+    n_checks = sum(f.status in ("pass", "fail", "warn") for f in findings)
+    verdict = "fail" if n_failed else "pass"
+    summary = Phrase(
+        f"verdict.{verdict}", {"expect": exp.name, "declared": declared, "n_failed": n_failed, "n_checks": n_checks}
+    )
+    return MaskReport(
+        verdict=verdict,
+        summary=summary,
+        expect=exp.name,
+        declared=declared,
+        apparent=apparent,
+        source=source,
+        mask_shape=tuple(raw.shape),
+        mask_dtype=masks.dtype_name(raw),
+        values=values,
+        placement=placement,
+        findings=findings,
+        diagnosis=diagnosis,
+        tokens=tokens,
+        real=real.numpy(),
+        keep=keep.numpy(),
+        expected=expected.numpy(),
+        judged=judged.numpy(),
+        attentions=attentions.numpy(),
+        model=enc.name,
+        notes=notes,
+    )

@@ -1,0 +1,162 @@
+"""Corpus mode: batched with padding on the device, yet equal to analysing every sentence alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from models import InputError
+from models.analysis.corpus import (
+    PUBLISHED,
+    Line,
+    analyse_corpus,
+    buckets,
+    corpus_importance,
+    is_bert_base,
+    our_published_figures,
+    read_corpus,
+    read_corpus_file,
+)
+from models.analysis.heads import STATS, analyse, cka_matrix, cosine_from_gram
+
+CORPUS = """The cat sat on the mat.
+A much longer sentence, with commas, semicolons; and a question at the end of it all?
+
+Short.
+The keys to the cabinet that the old man built are on the table.
+First half of a pair.\tSecond half of the pair, here.
+"""
+
+
+def test_read_corpus():
+    lines = read_corpus(CORPUS)
+    assert len(lines) == 5  # the blank line is skipped
+    assert lines[2] == Line("Short.")
+    assert lines[4] == Line("First half of a pair.", "Second half of the pair, here.")
+    with pytest.raises(InputError, match="empty"):
+        read_corpus(" \n\t\n")
+
+
+def test_read_corpus_file_refuses_what_is_not_utf8_text():
+    assert len(read_corpus_file(b"Un.\nDeux, trois.\n")) == 2
+    assert read_corpus_file("\ufeffWith a BOM.".encode())[0].text == "With a BOM."
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_corpus_file("caf\xe9".encode("latin-1"), "c.txt")
+    with pytest.raises(InputError, match="not a text file"):
+        read_corpus_file(b"\x89PNG\r\n\x00\x00", "picture.png")
+
+
+def test_buckets_sort_by_length_and_keep_pairs_apart(minilm):
+    lines = read_corpus(CORPUS)
+    groups = buckets(minilm, lines, budget=2 * 72 * 20 * 20)  # small: several buckets
+    assert sorted(i for g in groups for i in g) == list(range(5))
+    assert all(len({lines[i].text_b is None for i in g}) == 1 for g in groups)
+    assert len(groups) > 2
+
+
+@pytest.fixture(scope="module")
+def corpus_and_singles(minilm):
+    lines = read_corpus(CORPUS)
+    report, truncated = analyse_corpus(minilm, lines)
+    assert truncated == 0
+    singles = [minilm.encode(ln.text, ln.text_b, internals=True) for ln in lines]
+    return lines, report, singles
+
+
+def test_corpus_statistics_equal_the_mean_of_each_sentence_alone(corpus_and_singles):
+    """Padded rows never count: a padded batch gives what each sentence alone gives."""
+    _, report, singles = corpus_and_singles
+    alone = [analyse(out) for out in singles]
+    for k in STATS:
+        if k == "block":
+            ref = np.nanmean([a.stats[k] for a in alone if a.pairs], 0)
+        else:
+            ref = np.mean([a.stats[k] for a in alone], 0)
+        np.testing.assert_allclose(report.stats[k], ref, rtol=1e-5, atol=1e-6, err_msg=k)
+    assert report.rows == sum(out.seq for out in singles)
+    assert report.sentences == 5 and report.pairs
+    np.testing.assert_allclose(report.js, sum(a.js for a in alone), rtol=1e-5, atol=1e-4)  # summed over sentences
+    np.testing.assert_allclose(report.cls_entropy, np.mean([a.cls_entropy for a in alone], 0), rtol=1e-5)
+    assert [len(t) for t in report.tokens] == [out.seq for out in singles]
+
+
+def test_corpus_cosine_and_cka_pool_every_sentence(corpus_and_singles):
+    _, report, singles = corpus_and_singles
+    gram = sum((flat := out.attentions.reshape(72, -1).double()) @ flat.T for out in singles)
+    np.testing.assert_allclose(report.cosine, cosine_from_gram(gram).numpy(), rtol=1e-4, atol=1e-6)
+    pooled = torch.cat([out.context for out in singles], dim=2)  # (layers, heads, all tokens, d_k)
+    np.testing.assert_allclose(report.cka, cka_matrix(pooled.double()).numpy(), rtol=1e-3, atol=1e-4)
+
+
+def test_bucket_size_does_not_change_the_result(minilm):
+    lines = read_corpus(CORPUS)
+    import models.analysis.corpus as corpus
+
+    one, _ = analyse_corpus(minilm, lines)
+    old = corpus.BUCKET_ELEMENTS_CPU
+    corpus.BUCKET_ELEMENTS_CPU = 1  # one sentence per bucket: no padding at all
+    try:
+        many, _ = analyse_corpus(minilm, lines)
+    finally:
+        corpus.BUCKET_ELEMENTS_CPU = old
+    for k in STATS:
+        np.testing.assert_allclose(one.stats[k], many.stats[k], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(one.js, many.js, rtol=1e-5, atol=1e-4)
+
+
+def test_progress_reaches_the_end(minilm):
+    seen = []
+    analyse_corpus(minilm, read_corpus(CORPUS), progress=lambda f, what: seen.append(f))
+    assert seen and seen[-1] == pytest.approx(1.0) and seen == sorted(seen)
+
+
+def test_truncated_lines_are_reported():
+    from models import load_encoder
+
+    tiny = load_encoder("random:tiny", device="cpu")  # 8 heads: the 512-token line stays quick
+    report, truncated = analyse_corpus(tiny, [Line("word " * 600), Line("short")])
+    assert truncated == 1
+    assert report.rows == 512 + 3
+
+
+def test_corpus_importance_uses_the_first_lines(minilm):
+    lines = read_corpus(CORPUS)
+    imp = corpus_importance(minilm, lines, limit=3)
+    assert imp.sentences == 3 and imp.measure == "proxy"
+    assert imp.notes and "first 3 of 5" in imp.notes[0]
+    assert imp.scores.shape == (6, 12) and imp.scores.max() == 1.0
+
+
+def test_published_figures(corpus_and_singles):
+    _, report, _ = corpus_and_singles
+    assert is_bert_base(12, 12, 768) and not is_bert_base(6, 12, 384)
+    ours = our_published_figures(report)
+    assert ours["tokens_per_sentence"] == pytest.approx(report.rows / 5)
+    assert ours["last_cls_entropy"] == pytest.approx(float(report.cls_entropy[-1].mean()))
+    assert ours["prev_layers"] == sorted(np.nonzero(report.stats["prev"] > 0.5)[0].tolist())
+    # Clark et al. count from 1; we keep their layers 6–10 as 5–9 here
+    assert PUBLISHED["sep_layers"] == (5, 9) and PUBLISHED["prev_layers"] == (1, 3, 6, 7)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_cuda_gives_what_the_cpu_gives(minilm):
+    """Buckets, statistics, JS, cosine and pooled CKA on the GPU equal the CPU's; importance runs there too."""
+    from models import load_encoder
+
+    gpu = load_encoder("minilm", device="cuda")
+    lines = read_corpus(CORPUS)
+    on_gpu, _ = analyse_corpus(gpu, lines)
+    on_cpu, _ = analyse_corpus(minilm, lines)
+    for k in STATS:
+        np.testing.assert_allclose(on_gpu.stats[k], on_cpu.stats[k], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(on_gpu.js, on_cpu.js, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(on_gpu.cosine, on_cpu.cosine, atol=1e-4)
+    np.testing.assert_allclose(on_gpu.cka, on_cpu.cka, atol=1e-3)
+    single = gpu.encode(lines[0].text, internals=True)
+    np.testing.assert_allclose(
+        analyse(single, gpu.device).js, analyse(minilm.encode(lines[0].text, internals=True)).js, rtol=1e-4, atol=1e-3
+    )
+    imp = corpus_importance(gpu, lines, limit=2)
+    assert imp.scores.shape == (6, 12) and np.isfinite(imp.raw).all()

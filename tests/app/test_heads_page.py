@@ -1,0 +1,142 @@
+"""The Heads and Corpus pages' wiring through AppTest (no browser): they run, show real numbers, handle bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 300
+
+
+def page(path: str, **query) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    return at.switch_page(path).run()
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def titles(at: AppTest) -> list[str]:
+    out = []
+    for s in specs(at):
+        title = s.get("layout", {}).get("title", {})
+        out.append(title.get("text", "") if isinstance(title, dict) else str(title))
+    return out
+
+
+def test_heads_page_shows_every_section():
+    at = page("app_pages/heads.py")
+    assert not at.exception and not at.error
+    assert [h.value for h in at.subheader] == [
+        "What each head does",
+        "Statistics per head",
+        "Redundancy between heads",
+        "Near-duplicate heads",
+        "Head importance",
+        "Where attention goes, layer by layer",
+    ]
+    t = titles(at)
+    grid = specs(at)[0]["data"][0]
+    assert grid["type"] == "heatmap" and "prev" in np.array(grid["text"]).ravel().tolist()  # L0H2 of MiniLM
+    assert any("Pattern label" in c.value for c in at.caption)
+    assert any("in cluster order" in x for x in t)
+    assert any("metric MDS" in x for x in t)
+    assert any("Importance of every head" in x for x in t)
+    assert any("Removing k heads" in x for x in t)
+    # the statistics table holds all 72 heads of the bundled model, shares in %
+    df = at.dataframe[0].value
+    assert len(df) == 72 and df["[CLS] %"].between(0, 100).all()
+    assert any("proxy" in m.value for m in at.markdown)  # the bundled model has no MLM head: say so
+    # the thresholds are on the page
+    assert any("> 50 %" in m.value and "> 0.9" in m.value for m in at.markdown)
+
+
+def test_heads_page_metric_switch_and_threshold():
+    at = page("app_pages/heads.py")
+    for metric in ("cosine", "cka", "js"):
+        at.radio(key="heads_metric").set_value(metric).run()
+        assert not at.exception
+    heat = next(s for s in specs(at) if "in cluster order" in str(s["layout"]["title"]))
+    assert heat["data"][0]["type"] == "heatmap"
+    at.slider(key="heads_threshold").set_value(0.3).run()
+    assert not at.exception
+    lines = [m.value for m in at.markdown if "have a near-duplicate" in m.value]
+    assert lines and "layer 0" in lines[0]
+
+
+def test_heads_page_empty_text_is_a_prompt():
+    at = page("app_pages/heads.py", text="   ")
+    assert not at.exception and not at.error
+    assert any("Type a sentence" in i.value for i in at.info)
+
+
+def test_long_text_importance_waits_for_the_button():
+    at = page("app_pages/heads.py", text="word " * 300)  # 302 tokens: more work than the page does unasked
+    assert not at.exception
+    assert any("press the button" in i.value for i in at.info)
+    at.button(key="heads_importance_button").click().run()
+    assert not at.exception
+    assert any("Importance of every head" in x for x in titles(at))
+
+
+def test_corpus_page_runs_the_example():
+    at = page("app_pages/corpus.py")
+    assert not at.exception and any("Paste some sentences" in i.value for i in at.info)
+    at.button(key="corpus_example_button").click().run()
+    example = at.text_area(key="corpus_text").value.splitlines()
+    assert len(example) == 60 and sum("\t" in line for line in example) == 15  # 15 sentence pairs
+    at.text_area(key="corpus_text").set_value("\n".join(example[:8])).run()  # a short corpus keeps the test quick
+    at.button(key="corpus_run").click().run()
+    assert not at.exception and not at.error
+    assert at.success and "8 sentences" in at.success[0].value
+    assert any("BERT-base" in i.value for i in at.info)  # the bundled model is not BERT-base: no published values
+    shares = next(s for s in specs(at) if any(a.get("text") == "to [SEP]" for a in s["layout"].get("annotations", [])))
+    assert len([d for d in shares["data"] if d["mode"] == "lines+markers"]) == 3  # a layer-mean line per panel
+    at.button(key="corpus_importance_button").click().run()
+    assert not at.exception
+    assert any("Importance of every head" in x for x in titles(at))
+    # the table now has an importance column
+    assert "Importance (0–1)" in at.dataframe[0].value.columns
+
+
+def test_corpus_page_bad_input():
+    at = page("app_pages/corpus.py")
+    at.text_area(key="corpus_text").set_value("\n \n").run()
+    assert not at.exception
+    assert any("Paste some sentences" in i.value for i in at.info)
+
+
+@pytest.fixture(scope="module")
+def bert_base_folder(tmp_path_factory):
+    from tests.conftest import save_bert_folder
+
+    return save_bert_folder(tmp_path_factory.mktemp("bert-base-app"))
+
+
+def test_corpus_page_sets_published_values_beside_ours_for_bert_base(bert_base_folder):
+    at = page("app_pages/corpus.py", model=str(bert_base_folder))
+    at.text_area(key="corpus_text").set_value(
+        "The cat sat on the mat.\nA dog barked, loudly.\nFirst part.\tSecond part."
+    ).run()
+    at.button(key="corpus_run").click().run()
+    assert not at.exception and not at.error
+    table = at.table[0].value
+    assert len(table) == 5
+    ours = table.iloc[:, 1].tolist()
+    assert ours[0].endswith("%") and float(ours[0].rstrip(" %")) >= 0
+    assert "over 50 %" in table.iloc[0, 0] and "3.89" in table.iloc[4, 0]
+    assert any("YOUR corpus" in c.value for c in at.caption)
+    sep_panel = next(
+        s for s in specs(at) if any("Clark" in a.get("text", "") for a in s["layout"].get("annotations", []))
+    )
+    assert sep_panel["layout"]["shapes"]  # the published band and line are drawn
+    assert np.isfinite(float(ours[0].rstrip(" %")))

@@ -1,0 +1,38 @@
+"""Parity on CUDA. Skips without a GPU; run on one with `pytest -m gpu`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models import bundled_model_dir, load_encoder
+from tests.core.test_parity import ATTN_TOL, HIDDEN_TOL, hf_reference
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"),
+]
+
+TEXTS = ["The animal didn't cross the street because it was too tired.", "Short.", " ".join(["token"] * 600)]
+
+
+def test_cuda_parity_fp32():
+    # TF32 would change matmul precision on Ampere+; parity is promised in true fp32.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    enc = load_encoder("minilm", device="cuda")
+    assert enc.device.type == "cuda"
+    out = enc.encode_batch(TEXTS)
+    attn, hidden, _ = hf_reference(bundled_model_dir(), TEXTS)  # transformers on the CPU
+    assert out.attentions.device.type == "cpu" and out.attentions.dtype == torch.float32
+    assert (out.attentions - attn).abs().max() <= ATTN_TOL
+    assert (out.hidden_states - hidden).abs().max() <= HIDDEN_TOL
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_half_precision_returns_float32_attention(dtype):
+    enc = load_encoder("minilm", device="cuda", dtype=dtype)
+    out = enc.encode(TEXTS[0])
+    ref = load_encoder("minilm", device="cpu").encode(TEXTS[0])
+    assert out.attentions.dtype == torch.float32
+    assert torch.allclose(out.attentions.sum(-1), torch.ones(()), atol=1e-4)
+    assert (out.attentions - ref.attentions).abs().max() < 5e-2
