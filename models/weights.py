@@ -128,7 +128,8 @@ def _load_hf(source: str, cfg: BertConfig) -> tuple[BertEncoder, MlmHead | None]
     from transformers import BertModel
 
     try:
-        hf_model, info = BertModel.from_pretrained(source, **_HF_LOAD_ARGS)
+        loaded: Any = BertModel.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info) with the args
+        hf_model, info = loaded
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
     except Exception as err:  # safetensors raises its own error types on corrupted files
@@ -156,7 +157,8 @@ def _load_mlm_head(source: str, cfg: BertConfig) -> MlmHead | None:
     from transformers import BertForMaskedLM
 
     try:
-        hf_mlm, info = BertForMaskedLM.from_pretrained(source, **_HF_LOAD_ARGS)
+        loaded: Any = BertForMaskedLM.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info)
+        hf_mlm, info = loaded
     except Exception:  # noqa: BLE001 - the encoder loaded; without a readable head importance uses its proxy
         return None
     gaps = [*info.get("missing_keys", []), *info.get("mismatched_keys", [])]
@@ -170,7 +172,7 @@ def _load_tokenizer(source: str | Path) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(str(source), trust_remote_code=False)
-    except Exception as err:  # noqa: BLE001 - any failure here means "no usable vocabulary"
+    except Exception as err:
         raise ModelLoadError(f"cannot load the tokenizer of {source}: {_one_line(err)}") from err
 
 
@@ -183,7 +185,7 @@ def _random_encoder(name: str) -> tuple[BertEncoder, BertConfig]:
         raise ModelLoadError(
             f"unknown random model {name!r}: use one of " + ", ".join(f"random:{k}" for k in RANDOM_CONFIGS)
         )
-    hf_cfg = HFBertConfig(**RANDOM_CONFIGS[key], attn_implementation="eager")
+    hf_cfg = HFBertConfig(**{**RANDOM_CONFIGS[key], "attn_implementation": "eager"})
     cfg = BertConfig.from_hf(hf_cfg.to_dict())
     # Transformers' own initialisation (normal(0, 0.02)), from a fixed seed, without touching the global RNG.
     with torch.random.fork_rng(devices=[]):
@@ -236,7 +238,7 @@ def _hf_config(source: str) -> dict[str, Any]:
         return fetch()
     except UnsupportedArchitectureError:
         raise
-    except Exception as err:  # noqa: BLE001 - hub errors: no such repo, gated, HTTP errors
+    except Exception as err:
         raise ModelLoadError(
             f"cannot load {source!r} from the Hugging Face hub: {_one_line(err)[:200]}. {how}"
         ) from err

@@ -403,7 +403,7 @@ class _Interpreter:
     def run(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is None:
-            raise _refuse(_REFUSED_NAMES.get(type(node), type(node).__name__))  # type: ignore[arg-type]
+            raise _refuse(_REFUSED_NAMES.get(type(node), type(node).__name__))
         return method(node)
 
     def _Expression(self, node: ast.Expression) -> Any:

@@ -45,7 +45,7 @@ def load_mask_bytes(data: bytes, name: str) -> torch.Tensor:
         if suffix == ".npz":
             with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 key = _pick({k: k for k in z.files}, name)
-                return as_tensor(z[key])  # type: ignore[index]
+                return as_tensor(z[key])
         if suffix in (".pt", ".pth"):
             if not data.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip, or its legacy pickle stream
                 raise MaskError(f"{name} is not a readable {suffix} file: not written by torch.save")
