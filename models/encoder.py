@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import settings
 from .bert import INTERNAL_NAMES, BertEncoder
 from .config import BertConfig
 from .errors import InputError, MaskError
@@ -185,6 +186,12 @@ class Encoder:
             return None
         if not isinstance(text, str):
             raise InputError(f"{what} must be a string, got {type(text).__name__}")
+        if len(text) > settings.limit("max_text_chars"):  # before the tokenizer sees a 5 MB string
+            settings.require("max_text_chars", len(text), what)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{what} is not valid Unicode text (it holds lone surrogates): pass UTF-8 text") from None
         text = text.strip()
         if not text:
             if required:
@@ -244,6 +251,7 @@ class Encoder:
             raise InputError("encode_batch takes a list of texts; use encode() for one")
         if len(texts) == 0:
             raise InputError("no texts to encode")
+        settings.require("max_batch", len(texts), "a batch of this many sentences")
         clean = [self._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
         clean_b = None
         if texts_b is not None:
