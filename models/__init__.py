@@ -1,7 +1,7 @@
-"""Our from-scratch BERT encoder, its weights, masks and analyses. torch only; transformers only to load weights."""
+"""Our from-scratch BERT encoder and GPT-2 decoder, their weights, masks and analyses. torch only; transformers only to load weights."""
 
 from .bert import BertEncoder
-from .config import BertConfig
+from .config import BertConfig, GPT2Config
 from .encoder import Encoder, EncoderOutput, TruncationWarning
 from .errors import (
     AttnVizError,
@@ -11,7 +11,8 @@ from .errors import (
     ModelLoadError,
     UnsupportedArchitectureError,
 )
-from .weights import bundled_model_dir, load_encoder
+from .gpt2 import GPT2Model, KVCache
+from .weights import bundled_model_dir, load_encoder, load_model
 
 __all__ = [
     "AttnVizError",
@@ -20,6 +21,9 @@ __all__ = [
     "DeviceError",
     "Encoder",
     "EncoderOutput",
+    "GPT2Config",
+    "GPT2Model",
+    "KVCache",
     "InputError",
     "MaskError",
     "ModelLoadError",
@@ -27,4 +31,5 @@ __all__ = [
     "UnsupportedArchitectureError",
     "bundled_model_dir",
     "load_encoder",
+    "load_model",
 ]
