@@ -5,10 +5,13 @@ from .config import BertConfig, GPT2Config
 from .encoder import Encoder, EncoderOutput, TruncationWarning
 from .errors import (
     AttnVizError,
+    BudgetError,
     DeviceError,
     InputError,
     MaskError,
     ModelLoadError,
+    ModelNotAllowedError,
+    SettingsError,
     UnsupportedArchitectureError,
 )
 from .gpt2 import GPT2Model, KVCache
@@ -16,6 +19,7 @@ from .weights import bundled_model_dir, load_encoder, load_model
 
 __all__ = [
     "AttnVizError",
+    "BudgetError",
     "BertConfig",
     "BertEncoder",
     "DeviceError",
@@ -27,6 +31,8 @@ __all__ = [
     "InputError",
     "MaskError",
     "ModelLoadError",
+    "ModelNotAllowedError",
+    "SettingsError",
     "TruncationWarning",
     "UnsupportedArchitectureError",
     "bundled_model_dir",

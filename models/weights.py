@@ -30,6 +30,7 @@ from .encoder import Encoder
 from .errors import ModelLoadError, UnsupportedArchitectureError
 from .gpt2 import CONV1D_WEIGHTS, GPT2Model
 from .mlm import MlmHead, has_mlm_head, port_mlm_head
+from .settings import check_model
 
 BUNDLED_ALIASES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "bundled")
 RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
@@ -359,6 +360,7 @@ def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype:
     if not isinstance(spec, str) or not spec.strip():
         raise ModelLoadError("no model given: use minilm, an HF id such as bert-base-uncased, a folder or random:tiny")
     spec = spec.strip()
+    check_model(spec)  # the operator's ATTENTION_LENS_MODELS, before anything is read
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     _quiet_transformers()
