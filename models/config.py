@@ -103,6 +103,9 @@ class BertConfig:
         return asdict(self)
 
 
+MAX_DECODER_POSITIONS = 16_384  # the tril buffer, shared by all blocks, is then at most 256 MB
+
+
 @dataclass(frozen=True)
 class GPT2Config:
     """A GPT-2 decoder's shape, with the field names BertConfig uses so that pages and analyses read either."""
@@ -123,9 +126,19 @@ class GPT2Config:
     pad_token_id: int = 50256  # GPT-2 has no pad token; batches pad with <|endoftext|>, masked out
 
     def __post_init__(self) -> None:
-        if self.d_model % self.n_heads:
+        # Sizes first, before anything is allocated (the tril buffers alone are layers · max_positions² bytes).
+        check_model_shape(
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            vocab_size=self.vocab_size,
+            max_positions=self.max_positions,
+        )
+        if self.max_positions > MAX_DECODER_POSITIONS:
             raise ModelLoadError(
-                f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}: heads cannot split it"
+                f"config.json: n_positions is {self.max_positions}; the causal mask is n_positions² bytes, so a "
+                f"decoder here has at most {MAX_DECODER_POSITIONS}"
             )
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise UnsupportedArchitectureError(
@@ -159,9 +172,9 @@ class GPT2Config:
                 hidden_act=str(hf.get("activation_function", "gelu_new")),
                 scale_attn_weights=bool(hf.get("scale_attn_weights", True)),
                 scale_attn_by_inverse_layer_idx=bool(hf.get("scale_attn_by_inverse_layer_idx", False)),
-                bos_token_id=int(hf.get("bos_token_id") if hf.get("bos_token_id") is not None else 50256),
-                eos_token_id=int(hf.get("eos_token_id") if hf.get("eos_token_id") is not None else 50256),
-                pad_token_id=int(hf.get("eos_token_id") if hf.get("eos_token_id") is not None else 50256),
+                bos_token_id=int(hf.get("bos_token_id", 50256) or 0),
+                eos_token_id=int(hf.get("eos_token_id", 50256) or 0),
+                pad_token_id=int(hf.get("eos_token_id", 50256) or 0),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ModelLoadError(f"config.json is missing or has a bad field: {err}") from err

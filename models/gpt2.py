@@ -61,6 +61,8 @@ class KVCache:
 class CausalSelfAttention(nn.Module):
     """Masked multi-head self-attention: h heads of width d_k, each query sees itself and the keys before it."""
 
+    bias: torch.Tensor  # (max_positions, max_positions) bool, the tril buffer
+
     def __init__(self, cfg: GPT2Config, layer_idx: int):
         super().__init__()
         self.n_heads = cfg.n_heads
@@ -74,7 +76,7 @@ class CausalSelfAttention(nn.Module):
         self.max_positions = cfg.max_positions
         # The causal mask, as the tutorial makes it: position i may attend to 0…i. A bool buffer (1 byte per cell),
         # sliced per input; named `bias` as nanoGPT (and GPT-2's original checkpoints) name it. Not persistent:
-        # it is a function of the shape, not a weight.
+        # it is a function of the shape, not a weight. GPT2Model gives every block the same tensor.
         self.register_buffer("bias", self.make_tril(cfg.max_positions), persistent=False)
 
     @staticmethod
@@ -193,16 +195,28 @@ class GPT2Model(nn.Module):
         self.wpe = nn.Embedding(cfg.max_positions, cfg.d_model)  # learned positions
         self.h = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.reset_causal_masks()
 
     @property
     def layers(self) -> nn.ModuleList:
         return self.h
 
     def reset_causal_masks(self) -> None:
-        """Rebuild every block's tril buffer (after a weight port that built the model on the meta device)."""
+        """Give every block one shared tril buffer on the model's device (max_positions² bytes in all).
+
+        Called at construction and after `.to()` (which copies each block's buffer separately) or a weight port
+        onto the meta device (which builds no real buffer).
+        """
         device = self.wte.weight.device
+        tril = CausalSelfAttention.make_tril(self.config.max_positions, None if device.type == "meta" else device)
         for block in self.h:
-            block.attn.bias = CausalSelfAttention.make_tril(self.config.max_positions, device)
+            block.attn.bias = tril  # type: ignore[union-attr]  # ModuleList items are Blocks
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]  # nn.Module's own signature
+        super()._apply(fn, recurse)
+        if self.wte.weight.device.type != "meta":
+            self.reset_causal_masks()  # .to(device) copied the shared buffer once per block: share it again
+        return self
 
     def embed(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None, start: int = 0

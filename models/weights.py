@@ -368,6 +368,7 @@ def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype:
     lowered = spec.lower()
     head = None  # masked-LM head, when the checkpoint has one
     model: Any
+    cfg: BertConfig | GPT2Config
     if lowered.startswith("random:") and lowered.split(":", 1)[1].strip() in RANDOM_GPT2_CONFIGS:
         tokenizer = shipped_tokenizer()
         model, cfg = _random_gpt2(spec, tokenizer)
@@ -379,8 +380,9 @@ def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype:
         name, source = f"{spec} (untrained, seed {RANDOM_SEED})", f"random weights, seed {RANDOM_SEED}"
     elif lowered in BUNDLED_ALIASES:
         path = bundled_model_dir()
-        cfg = BertConfig.from_json(path / "config.json")
-        model, head = _load_hf(str(path), cfg)
+        bundled = BertConfig.from_json(path / "config.json")
+        model, head = _load_hf(str(path), bundled)
+        cfg = bundled
         tokenizer = _load_tokenizer(path)
         name, source = "all-MiniLM-L6-v2 (bundled)", str(path)
     elif os.path.exists(os.path.expanduser(spec)):
