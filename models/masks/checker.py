@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import settings
 from ..encoder import Encoder
 from ..errors import InputError, MaskError
 from . import conventions as masks
@@ -621,6 +622,7 @@ def check_mask(
     exp = parse_expect(expect)
     if not texts:
         raise InputError("no text to check the mask on")
+    settings.require("max_batch", 1 if isinstance(texts, str) else len(texts), "a padded batch of this many sentences")
     batch = enc.tokenize(texts, texts_b)
     ids, types, attention_mask, tokens = batch.input_ids, batch.token_type_ids, batch.attention_mask, batch.tokens
     notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(batch.cut) if c]
