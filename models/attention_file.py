@@ -31,10 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from . import settings
 from .errors import InputError
 
-# The largest attention file accepted, after decompression (operators will set it in models/settings.py).
-MAX_BYTES = 256 * 2**20
 ROW_SUM_TOL = 1e-3  # rows further than this from 1 get a warning (masked or renormalised maps are legitimate)
 SUFFIXES = (".npz", ".npy", ".json", ".safetensors", ".pt", ".pth", ".bin")
 _SAFETENSORS_DTYPES: dict[str, np.dtype] = {
@@ -145,6 +144,11 @@ def _array(x: Any, what: str, max_bytes: int) -> np.ndarray:
     return a
 
 
+def _cap(max_bytes: int | None) -> int:
+    """Return max_bytes, or the operator's ATTENTION_LENS_MAX_UPLOAD_MB (models.settings) when None."""
+    return settings.current().max_upload_bytes if max_bytes is None else max_bytes
+
+
 def _too_big(what: str, nbytes: int, max_bytes: int) -> str:
     return (
         f"{what} would take {nbytes / 2**20:.0f} MB as float32, over this server's limit of "
@@ -162,7 +166,7 @@ def _pick(a: np.ndarray, axis: int, item: int, notes: list[str]) -> np.ndarray:
 
 
 def normalise_attentions(
-    obj: Any, item: int = 0, max_bytes: int = MAX_BYTES, notes: list[str] | None = None
+    obj: Any, item: int = 0, max_bytes: int | None = None, notes: list[str] | None = None
 ) -> np.ndarray:
     """Return attention in any accepted layout as one (layers, heads, q_pos, k_pos) float32 array.
 
@@ -171,6 +175,7 @@ def normalise_attentions(
     shape it got when the layout is not one of them, and when the float32 result would exceed max_bytes.
     """
     notes = notes if notes is not None else []
+    max_bytes = _cap(max_bytes)
     if not isinstance(obj, np.ndarray | list | tuple) and getattr(obj, "attentions", None) is not None:
         obj = obj.attentions  # a transformers ModelOutput
     per_layer = isinstance(obj, list | tuple) and len(obj) > 0 and all(hasattr(x, "shape") for x in obj)
@@ -296,7 +301,7 @@ def maps_from(
     token_type_ids: Any = None,
     item: int = 0,
     name: str = "attention",
-    max_bytes: int = MAX_BYTES,
+    max_bytes: int | None = None,
 ) -> AttentionMaps:
     """Return AttentionMaps from attention in any accepted layout and its tokens, checked.
 
@@ -305,6 +310,7 @@ def maps_from(
     message names both sizes); values must be finite and ≥ 0; rows off 1 give a note.
     """
     notes: list[str] = []
+    max_bytes = _cap(max_bytes)
     attn = normalise_attentions(attentions, item=item, max_bytes=max_bytes, notes=notes)
     L, H, Q, K = attn.shape  # layers, heads, q_pos, k_pos
     notes += check_values(attn)
@@ -370,13 +376,14 @@ def maps_from(
 
 
 def read(
-    source: str | Path | bytes, name: str | None = None, item: int = 0, max_bytes: int = MAX_BYTES
+    source: str | Path | bytes, name: str | None = None, item: int = 0, max_bytes: int | None = None
 ) -> AttentionMaps:
     """Return the maps in an attention file (a path, or its bytes with its file name), checked.
 
     The format is told by the file's first bytes (and, for a torch file, its suffix): NPZ, NPY, JSON,
     safetensors or torch.save. Every size is checked before it is inflated or allocated.
     """
+    max_bytes = _cap(max_bytes)
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
         label = name or "upload"

@@ -314,3 +314,11 @@ def test_maps_from_keys_without_names_are_positions():
     m = maps_from(softmax_maps(1, 2, 3, 4), ["a", "b", "c"])
     assert m.cross and m.k_tokens == ["0", "1", "2", "3"]
     assert any("no k_tokens were given" in n for n in m.notes)
+
+
+def test_the_cap_is_the_operators_upload_budget(monkeypatch):
+    data = npz(attentions=np.zeros((4, 12, 128, 128), dtype=np.float32))  # 3 MB inflated
+    read(data, "ok.npz")
+    monkeypatch.setenv("ATTENTION_LENS_MAX_UPLOAD_MB", "1")
+    with pytest.raises(AttentionFileError, match="over this server's limit of 1 MB"):
+        read(data, "big.npz")
