@@ -53,6 +53,19 @@ class AttentionFileError(InputError):
     """An attention file (or array) that cannot be shown as given; the message says what to change."""
 
 
+@dataclass(frozen=True)
+class Note:
+    """Something a person should know about maps that were accepted: a code and values (the app words it in the
+    page's language) and the English text (the CLI and notebooks print it)."""
+
+    code: str  # "batch", "positions", "keys" or "rows"
+    text: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass
 class AttentionMaps:
     """Attention maps that came without a model: the same names the pages read from a model's output.
@@ -69,7 +82,7 @@ class AttentionMaps:
     causal: bool = False  # every map is all zeros above the diagonal (detected, self-attention only)
     named: bool = True  # False when the tokens were not given and positions are named 0…n−1
     model: str = "attention file"  # where the maps came from (a file name), for captions and reports
-    notes: list[str] = field(default_factory=list)  # what a person should know (item picked, rows off 1, …)
+    notes: list[Note] = field(default_factory=list)  # what a person should know (item picked, rows off 1, …)
     mask: str = "from file"
     truncated: int = 0
     n_unknown: int = 0
@@ -156,17 +169,18 @@ def _too_big(what: str, nbytes: int, max_bytes: int) -> str:
     )
 
 
-def _pick(a: np.ndarray, axis: int, item: int, notes: list[str]) -> np.ndarray:
+def _pick(a: np.ndarray, axis: int, item: int, notes: list[Note]) -> np.ndarray:
     batch = a.shape[axis]
     if not 0 <= item < batch:
         raise AttentionFileError(f"item {item} was asked for, but the batch holds {batch} item(s) (0…{batch - 1})")
     if batch > 1:
-        notes.append(f"the attention holds a batch of {batch}; showing item {item} (choose another with item=…)")
+        text = f"the attention holds a batch of {batch}; showing item {item} (choose another with item=…)"
+        notes.append(Note("batch", text, {"batch": batch, "item": item}))
     return np.take(a, item, axis=axis)
 
 
 def normalise_attentions(
-    obj: Any, item: int = 0, max_bytes: int | None = None, notes: list[str] | None = None
+    obj: Any, item: int = 0, max_bytes: int | None = None, notes: list[Note] | None = None
 ) -> np.ndarray:
     """Return attention in any accepted layout as one (layers, heads, q_pos, k_pos) float32 array.
 
@@ -234,7 +248,7 @@ def _float(a: np.ndarray, what: str) -> np.ndarray:
 # ---- checks ----------------------------------------------------------------------------------------
 
 
-def check_values(attn: np.ndarray) -> list[str]:
+def check_values(attn: np.ndarray) -> list[Note]:
     """Refuse NaN, ±inf and negative weights (naming the first head and cell); return notes on row sums.
 
     attn: (layers, heads, q_pos, k_pos). Rows that do not sum to 1 are a note, not a refusal: masked rows and
@@ -262,12 +276,20 @@ def check_values(attn: np.ndarray) -> list[str]:
         return []
     worst = np.unravel_index(int(off.argmax()), off.shape)
     layer, head, row = (int(v) for v in worst)
-    n_off = int((off > ROW_SUM_TOL).sum())
-    return [
-        f"{n_off} of {off.size} rows do not sum to 1 (off by up to {off.max():.3g}: layer {layer}, head {head}, "
-        f"query {row} sums to {sums[worst]:.4g}); masked or renormalised maps are fine, but the shares shown are "
-        "then not fractions of 1"
-    ]
+    values = {
+        "n": int((off > ROW_SUM_TOL).sum()),
+        "total": int(off.size),
+        "off": float(off.max()),
+        "layer": layer,
+        "head": head,
+        "row": row,
+        "sum": float(sums[worst]),
+    }
+    text = (
+        "{n} of {total} rows do not sum to 1 (off by up to {off:.3g}: layer {layer}, head {head}, query {row} sums "
+        "to {sum:.4g}); masked or renormalised maps are fine, but the shares shown are then not fractions of 1"
+    ).format(**values)
+    return [Note("rows", text, values)]
 
 
 def is_causal(attn: np.ndarray) -> bool:
@@ -309,7 +331,7 @@ def maps_from(
     Without tokens, positions are named 0…n−1 and a note says so. Token counts must match the maps (the
     message names both sizes); values must be finite and ≥ 0; rows off 1 give a note.
     """
-    notes: list[str] = []
+    notes: list[Note] = []
     max_bytes = _cap(max_bytes)
     attn = normalise_attentions(attentions, item=item, max_bytes=max_bytes, notes=notes)
     L, H, Q, K = attn.shape  # layers, heads, q_pos, k_pos
@@ -334,12 +356,13 @@ def maps_from(
     else:
         k_list = [str(j) for j in range(K)]
         if named:
-            notes.append(
-                f"the keys ({K}) are not the queries ({Q}) and no k_tokens were given: keys are named 0…{K - 1}"
-            )
+            text = f"the keys ({K}) are not the queries ({Q}) and no k_tokens were given: keys are named 0…{K - 1}"
+            notes.append(Note("keys", text, {"k": K, "q": Q, "last": K - 1}))
     cross = K != Q or (k_tokens is not None and k_list != q_list)
     if not named:
-        notes.append(f"no tokens were given: positions are named 0…{max(Q, K) - 1}")
+        notes.append(
+            Note("positions", f"no tokens were given: positions are named 0…{max(Q, K) - 1}", {"last": max(Q, K) - 1})
+        )
     keep_arr = None
     if keep is not None:
         keep_arr = _array(keep, "the mask", max_bytes)
