@@ -33,6 +33,7 @@ import numpy as np
 
 from . import settings
 from .errors import InputError
+from .files import read_user_file
 
 ROW_SUM_TOL = 1e-3  # rows further than this from 1 get a warning (masked or renormalised maps are legitimate)
 SUFFIXES = (".npz", ".npy", ".json", ".safetensors", ".pt", ".pth", ".bin")
@@ -413,15 +414,7 @@ def read(
     else:
         path = Path(source)
         label = name or path.name
-        try:
-            size = path.stat().st_size
-        except OSError as err:
-            raise AttentionFileError(f"cannot read {path}: {err.strerror or err}") from err
-        if path.is_dir():
-            raise AttentionFileError(f"{path} is a folder; give an attention file ({', '.join(SUFFIXES)})")
-        if size > max_bytes:
-            raise AttentionFileError(_file_too_big(label, size, max_bytes))
-        data = path.read_bytes()
+        data = read_user_file(path, "attention file")  # a regular file within ATTENTION_LENS_MAX_UPLOAD_MB
     if len(data) > max_bytes:
         raise AttentionFileError(_file_too_big(label, len(data), max_bytes))
     if not data:

@@ -22,6 +22,7 @@ from models.attention_file import (
     read,
 )
 from models.cli import main as cli_main
+from models.errors import InputError
 
 TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
@@ -229,8 +230,10 @@ def test_unknown_and_damaged_files():
         read(good[:-8], "cut.safetensors")
     with pytest.raises(AttentionFileError, match="tokens.*JSON list"):
         read(st_save({"attentions": REF}, metadata={"tokens": "[the cat"}), "m.safetensors")
-    with pytest.raises(AttentionFileError, match=r"cannot read .*missing\.npz"):
+    with pytest.raises(InputError, match=r"cannot read attention file .*missing\.npz"):
         read(Path("/nonexistent/missing.npz"))
+    with pytest.raises(InputError, match="it is a folder"):
+        read(Path(__file__).parent)
 
 
 def test_size_cap_is_checked_from_headers_before_inflating(monkeypatch):
