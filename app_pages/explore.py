@@ -297,18 +297,17 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
             format_func=lambda f: f.upper(),
             help=t("explore.image_format_help"),
         )
-        rolled = _rollout(attn, state.selection())
         arrays = {
             "tokens": np.array(out.tokens, dtype=str),
             "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
             "attentions": attn,
             "mask": out.keep.numpy().astype(bool),
-            "rollout": rolled,
         }
         a, b, c = st.columns(3)
         a.download_button(
             t("explore.download_npz", mb=attn.nbytes / 2**20),
-            data=lambda: npz_bytes(arrays),
+            # The rollout is computed when the file is asked for, not on every run of every view.
+            data=lambda: npz_bytes({**arrays, "rollout": attention_rollout(attn).numpy()}),
             file_name="attention.npz",
             mime="application/octet-stream",
             key="dl_npz",
