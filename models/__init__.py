@@ -1,30 +1,41 @@
-"""Our from-scratch BERT encoder, its weights, masks and analyses. torch only; transformers only to load weights."""
+"""Our from-scratch BERT encoder and GPT-2 decoder, their weights, masks and analyses. torch only; transformers only to load weights."""
 
 from .bert import BertEncoder
-from .config import BertConfig
+from .config import BertConfig, GPT2Config
 from .encoder import Encoder, EncoderOutput, TruncationWarning
 from .errors import (
     AttnVizError,
+    BudgetError,
     DeviceError,
     InputError,
     MaskError,
     ModelLoadError,
+    ModelNotAllowedError,
+    SettingsError,
     UnsupportedArchitectureError,
 )
-from .weights import bundled_model_dir, load_encoder
+from .gpt2 import GPT2Model, KVCache
+from .weights import bundled_model_dir, load_encoder, load_model
 
 __all__ = [
     "AttnVizError",
+    "BudgetError",
     "BertConfig",
     "BertEncoder",
     "DeviceError",
     "Encoder",
     "EncoderOutput",
+    "GPT2Config",
+    "GPT2Model",
+    "KVCache",
     "InputError",
     "MaskError",
     "ModelLoadError",
+    "ModelNotAllowedError",
+    "SettingsError",
     "TruncationWarning",
     "UnsupportedArchitectureError",
     "bundled_model_dir",
     "load_encoder",
+    "load_model",
 ]
