@@ -318,12 +318,11 @@ def _export(out: Maps, attn: np.ndarray, figures: list, layer: int, head: int, v
         }
         if cross:  # queries and keys are different sequences: the reader takes them back by these names
             arrays["q_tokens"], arrays["k_tokens"] = arrays.pop("tokens"), np.array(source.key_tokens(out), dtype=str)
-        else:
-            arrays["rollout"] = _rollout(attn, source.result_key(out))
         a, b, c = st.columns(3)
         a.download_button(
             t("explore.download_npz", mb=attn.nbytes / 2**20),
-            data=lambda: npz_bytes(arrays),
+            # The rollout is computed when the file is asked for, not on every run of every view.
+            data=lambda: npz_bytes(arrays if cross else {**arrays, "rollout": attention_rollout(attn).numpy()}),
             file_name="attention.npz",
             mime="application/octet-stream",
             key="dl_npz",
