@@ -77,8 +77,8 @@ SOURCE = {
     "transpose": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
     "dot": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
     "scale": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
-    "mask": "fill = torch.finfo(scores.dtype).min\n"
-    "scores = scores.masked_fill(~keep, fill) if record is not None else scores.masked_fill_(~keep, fill)",
+    "mask": "value = torch.finfo(scores.dtype).min if fill is None else fill\n"
+    "scores = scores.masked_fill(~keep, value) if record is not None else scores.masked_fill_(~keep, value)",
     "softmax": "probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, q_pos, k_pos)",
     "weighted_sum": "context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)",
     "concat": "out = context.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d_model)",
