@@ -44,7 +44,7 @@ _TRIL = "torch.tril(torch.ones(seq, seq, dtype=torch.bool))"
 _TRIU1 = "torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)"
 _BOTH = "(attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool()"
 # Teaching examples, correct and buggy: key → (expression, declared convention, expectation, passes).
-# The page lists them (labels and lessons in its locale files); tests/test_masks_page.py checks each verdict.
+# The page lists them (labels and lessons in its locale files); tests/app/test_masks_page.py checks each verdict.
 EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
     "ok_tril": (_TRIL, "keep", "causal", True),
     "ok_float": ("torch.tril(torch.ones(seq, seq))", "keep", "causal", True),

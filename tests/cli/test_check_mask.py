@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from models.cli import main
-from tests.cli.test_cli import run_cli
 
 SENTENCE = "The cat sat on the mat."
 BASE = ["check-mask", "--model", "minilm", "--text", SENTENCE]
@@ -111,14 +110,15 @@ def test_bad_input_exits_2_with_one_line(extra, message, capsys, tmp_path, monke
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
-def test_subprocess_exit_codes(tmp_path):
+def test_padding_files_exit_codes(tmp_path, capsys):
     # [CLS] the cat sat on the mat . [SEP] (9 tokens) and [CLS] hi there . [SEP] + 4 × [PAD]
     np.save(tmp_path / "pad.npy", np.array([[1] * 9, [1] * 5 + [0] * 4]))
     np.save(tmp_path / "short.npy", np.array([[1] * 9, [1] * 4 + [0] * 5]))  # hides the short text's [SEP]
     common = ["check-mask", "--model", "minilm", "--text", SENTENCE, "--text", "Hi there."]
-    r = run_cli(*common, "--mask", str(tmp_path / "pad.npy"), "--convention", "keep", "--expect", "padding")
-    assert r.returncode == 0, r.stdout + r.stderr
-    r = run_cli(*common, "--mask", str(tmp_path / "short.npy"), "--convention", "keep", "--expect", "padding")
-    assert r.returncode == 1 and "#2 0→4 ([CLS]→[SEP])" in r.stdout
-    r = run_cli(*common, "--mask", "lambda: 0", "--convention", "keep", "--expect", "padding")
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "lambda" in r.stderr
+    assert main([*common, "--mask", str(tmp_path / "pad.npy"), "--convention", "keep", "--expect", "padding"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--mask", str(tmp_path / "short.npy"), "--convention", "keep", "--expect", "padding"]) == 1
+    assert "#2 0→4 ([CLS]→[SEP])" in capsys.readouterr().out
+    assert main([*common, "--mask", "lambda: 0", "--convention", "keep", "--expect", "padding"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "lambda" in err

@@ -31,8 +31,7 @@ def test_export_npz_matches_transformers(tmp_path):
     from models import bundled_model_dir
 
     out = tmp_path / "a.npz"
-    r = run_cli("export", "--model", "minilm", "--text", SENTENCE, "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    assert main(["export", "--model", "minilm", "--text", SENTENCE, "--out", str(out)]) == 0
     data = np.load(out, allow_pickle=False)
     attn = data["attentions"]
     T = len(data["tokens"])
@@ -107,6 +106,7 @@ def test_bad_input_exits_2_with_one_line(args, message, tmp_path, monkeypatch, c
 
 
 def test_subprocess_exit_code_and_no_traceback():
+    """The real entry point: `python -m models` hands main's 2 to the shell, with one line and no traceback."""
     r = run_cli("export", "--model", "not-a-model-abc", "--text", "hi", "--out", "x.npz")
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
@@ -134,7 +134,9 @@ def test_cuda_device_flag(tmp_path):
 
 
 def test_hf_id_loads_from_the_local_cache(tiny_dir, tmp_path):
-    """An HF id resolves through the Hugging Face cache layout with no network (HF_HUB_OFFLINE=1)."""
+    """An HF id resolves through the Hugging Face cache layout with no network (HF_HUB_OFFLINE=1).
+
+    A subprocess because huggingface_hub reads HF_HUB_CACHE when it is imported."""
     repo = tmp_path / "hub" / "models--local--tiny-bert"
     snapshot = repo / "snapshots" / "0123456789abcdef"
     shutil.copytree(tiny_dir, snapshot)
