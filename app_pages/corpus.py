@@ -31,6 +31,7 @@ from ui.heads_view import (
     shares_section,
     table_section,
 )
+from ui.safe import md
 from ui.sidebar import current_encoder
 from ui.state import Selection, t
 
@@ -72,14 +73,14 @@ def _lines() -> list[Line] | None:
     try:
         if uploaded is not None:
             lines = read_corpus_file(uploaded.getvalue(), uploaded.name)
-            st.caption(t("corpus.source_upload", name=uploaded.name, n=len(lines)))
+            st.caption(t("corpus.source_upload", name=md(uploaded.name), n=len(lines)))
         elif (st.session_state.get("corpus_text") or "").strip():
             lines = read_corpus(st.session_state["corpus_text"])
         else:
             st.info(t("corpus.empty"))
             return None
     except AttnVizError as err:
-        st.error(t("corpus.input_error", reason=str(err)))
+        st.error(t("corpus.input_error", reason=md(err)))
         return None
     if len(lines) > MAX_LINES:
         st.warning(t("corpus.too_many", limit=MAX_LINES, n=len(lines)))
@@ -127,7 +128,7 @@ def main() -> None:
     try:
         report, truncated, seconds = corpus_report(sel, plain, _label=t("corpus.running", n=len(lines)))
     except AttnVizError as err:
-        st.error(t("corpus.input_error", reason=str(err)))
+        st.error(t("corpus.input_error", reason=md(err)))
         return
     if truncated:
         st.warning(t("corpus.truncated", n=truncated, limit=enc.max_tokens))

@@ -4,6 +4,7 @@ import streamlit as st
 
 from models.lecture import memory
 from ui import presentation, state
+from ui.safe import md
 from ui.sidebar import current_encoder
 from ui.state import t
 from viz.lecture import memory_chart
@@ -141,7 +142,7 @@ def _measured(font: int) -> None:
                 else:  # this server reuses freed memory: measure in a fresh process
                     found = memory.measure_curve_fresh(sel.model, sel.device, sel.dtype, seqs, batch)
             except (memory.MemoryInputError, RuntimeError) as err:  # RuntimeError: out of memory
-                st.error(t("memory.measured.failed", reason=str(err).splitlines()[0]))
+                st.error(t("memory.measured.failed", reason=md(str(err).splitlines()[0])))
                 return
         st.session_state["mem_measured"] = {"key": key, "rows": [m.as_dict() for m in found]}
     result = st.session_state.get("mem_measured")
@@ -180,7 +181,7 @@ def main() -> None:
     try:
         e = memory.estimate(**cfg)
     except memory.MemoryInputError as err:
-        st.error(t("memory.bad_input", reason=str(err)))
+        st.error(t("memory.bad_input", reason=md(err)))
         return
     cols = st.columns(4)
     cols[0].metric(t("memory.metric.elements"), f"{e.score_elements:,}", help=t("memory.metric.elements_help"))

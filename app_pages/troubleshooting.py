@@ -8,6 +8,7 @@ import streamlit as st
 from models import AttnVizError
 from models.lecture import memory, troubleshoot
 from ui import controls, lecture, mask_report, presentation, state
+from ui.safe import md
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.lecture import attention_map, compare_bars, heads_grid
@@ -142,7 +143,7 @@ def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
                 "causal",
             )
     except AttnVizError as err:
-        st.error(str(err))
+        st.error(md(err))
         return
     mask_report.show_report(report, evidence=False)
 
