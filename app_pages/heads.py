@@ -5,7 +5,7 @@ import streamlit as st
 from models.analysis.corpus import is_bert_base
 from models.analysis.heads import HeadReport, analyse
 from models.analysis.importance import Importance, head_importance, work_estimate
-from ui import cache, state
+from ui import cache, results, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -24,13 +24,13 @@ from ui.state import Selection, t
 AUTO_IMPORTANCE_WORK = 1e11
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@results.cached
 def head_report(sel: Selection) -> HeadReport:
     """Return statistics, labels and redundancy of the selection's text (numpy only, cached per selection)."""
     return analyse(cache.encode(sel, True), cache.model(sel).device)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@results.cached
 def importance(sel: Selection) -> Importance:
     """Return head importance of the selection's text with its removal curve (cached per selection)."""
     return head_importance(cache.model(sel), cache.encode(sel, False))

@@ -2,8 +2,9 @@
 
 import streamlit as st
 
+from models import settings
 from models.lecture import memory
-from ui import presentation, state
+from ui import presentation, slots, state
 from ui.safe import md
 from ui.sidebar import current_encoder
 from ui.state import t
@@ -124,7 +125,10 @@ def _measured(font: int) -> None:
     st.markdown(t("memory.measured.explain", name=enc.name, device=str(dev), layers=c.n_layers, heads=c.n_heads))
     seqs = [s for s in MEASURE_SEQS if s <= enc.max_tokens]
     left, right = st.columns([1, 3], vertical_alignment="bottom")
-    batch = int(left.number_input(t("memory.batch"), min_value=1, max_value=64, step=1, key="mem_measure_batch"))
+    top = int(settings.limit("max_batch"))  # ATTENTION_LENS_MAX_BATCH: measuring batch 64 of BERT-base takes ~11 GB
+    if st.session_state.get("mem_measure_batch", 1) > top:
+        st.session_state["mem_measure_batch"] = top
+    batch = int(left.number_input(t("memory.batch"), min_value=1, max_value=top, step=1, key="mem_measure_batch"))
     sel = state.selection().model_only()
     key = (*sel, batch)
     # A callback, not the button's return value: the request survives a rerun between the click and this line.
@@ -135,7 +139,7 @@ def _measured(font: int) -> None:
         on_click=lambda: st.session_state.update(mem_measure_requested=True),
     )
     if st.session_state.pop("mem_measure_requested", False):
-        with st.spinner(t("memory.measured.running", device=str(dev))):
+        with slots.heavy(), st.spinner(t("memory.measured.running", device=str(dev))):
             try:
                 if dev.type == "cuda":  # the CUDA allocator's own peak counter is exact in this process
                     found = memory.measure_curve(enc, seqs, batch)

@@ -7,7 +7,7 @@ import streamlit as st
 from models.masks import load_mask_bytes
 from models.masks.checker import MaskReport, check_mask
 
-from . import cache
+from . import cache, results
 from .safe import md
 from .state import Selection, t
 
@@ -21,7 +21,7 @@ STATUS_ICON = {
 }
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+@results.cached
 def checked(
     sel: Selection,
     texts: tuple[str, ...],

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
-# Every ASCII punctuation mark markdown (and Streamlit's :colour[…] / :material/…: / $math$ extensions) could
-# read; CommonMark lets a backslash escape any of them.
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&\"'=])")
+# What markdown (and Streamlit's :colour[…] and $math$ extensions, GFM's autolinks of http:// and www.) could read
+# mid-line: line breaks become spaces, so list and heading markers at a line's start never occur. CommonMark lets a
+# backslash escape any ASCII punctuation.
+_SPECIAL = re.compile(r"([\\`*_\[\]()<>#!|~$:.])")
 
 
 def md(text: object) -> str:
