@@ -65,10 +65,18 @@ def run_cli() -> bool:
                 out.close()
             peak = usage.ru_maxrss * 1024
             line = err.strip().splitlines()[-1] if err.strip() else ""
-            good = proc.returncode == case.code and peak < 1.5 * GB and (case.code == 0 or len(err.strip().splitlines()) == 1)
+            good = (
+                proc.returncode == case.code
+                and peak < 1.5 * GB
+                and (case.code == 0 or len(err.strip().splitlines()) == 1)
+            )
             ok &= good
-            print(f"{case.name[:44]:<44} {proc.returncode:>4} {peak / 2**20:>8.0f} {seconds:>6.1f}  {line[:90]}{'' if good else '   <-- MISSED'}")
-    print(f"every case exit {'as expected' if ok else 'NOT as expected'}, peaks < 1.5 GB: {'met' if ok else 'missed'}\n")
+            print(
+                f"{case.name[:44]:<44} {proc.returncode:>4} {peak / 2**20:>8.0f} {seconds:>6.1f}  {line[:90]}{'' if good else '   <-- MISSED'}"
+            )
+    print(
+        f"every case exit {'as expected' if ok else 'NOT as expected'}, peaks < 1.5 GB: {'met' if ok else 'missed'}\n"
+    )
     return ok
 
 
@@ -173,8 +181,12 @@ def run_load(sessions: int = 16, words: int = 400) -> bool:
         browser.close()
         peak = server.peak
     good = all(o == "ok" for o in outcomes) and peak < 4 * GB
-    print(f"server RSS idle {idle / 2**20:.0f} MB, with {sessions} sessions open {warm / 2**20:.0f} MB, peak {peak / 2**20:.0f} MB")
-    print(f"{sum(o == 'ok' for o in outcomes)}/{sessions} finished with the overview in {seconds:.0f} s; others: {[o for o in outcomes if o != 'ok'][:3]}")
+    print(
+        f"server RSS idle {idle / 2**20:.0f} MB, with {sessions} sessions open {warm / 2**20:.0f} MB, peak {peak / 2**20:.0f} MB"
+    )
+    print(
+        f"{sum(o == 'ok' for o in outcomes)}/{sessions} finished with the overview in {seconds:.0f} s; others: {[o for o in outcomes if o != 'ok'][:3]}"
+    )
     print(f"target: all finish, server < 4 GB: {'met' if good else 'missed'}\n")
     return good
 
@@ -212,8 +224,12 @@ def run_soak(requests: int = 200) -> bool:
         peak = server.peak
     grew = after - after20
     good = grew <= cache_mb << 20 and all(o == "ok" for o in outcomes)
-    print(f"server RSS after 20: {after20 / 2**20:.0f} MB, after {requests}: {after / 2**20:.0f} MB (grew {grew / 2**20:+.0f} MB), peak {peak / 2**20:.0f} MB, {seconds:.0f} s")
-    print(f"{sum(o == 'ok' for o in outcomes)}/{requests} without exception; growth within the cache budget ({cache_mb} MB): {'met' if good else 'missed'}\n")
+    print(
+        f"server RSS after 20: {after20 / 2**20:.0f} MB, after {requests}: {after / 2**20:.0f} MB (grew {grew / 2**20:+.0f} MB), peak {peak / 2**20:.0f} MB, {seconds:.0f} s"
+    )
+    print(
+        f"{sum(o == 'ok' for o in outcomes)}/{requests} without exception; growth within the cache budget ({cache_mb} MB): {'met' if good else 'missed'}\n"
+    )
     return good
 
 

@@ -11,11 +11,11 @@ import streamlit as st
 
 from models import Encoder, EncoderOutput, load_encoder
 
-from . import results, slots
+from . import debug, results, slots
 from .state import Selection
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
+@debug.counted("encoder", st.cache_resource(show_spinner=False, max_entries=3))
 def encoder(spec: str, device: str, dtype: str) -> Encoder:
     """Return the loaded model (errors are not cached: a fixed spec is retried)."""
     with slots.heavy():
@@ -28,7 +28,7 @@ def model(sel: Selection) -> Encoder:
 
 
 # A 512-token BERT-base result is ~150 MB of attention (~350 MB with internals): keep a handful, not dozens.
-@results.cached
+@debug.counted("encode", results.cached)
 def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
     return model(sel).encode(sel.text, sel.text_b or None, mask=sel.mask, internals=internals)

@@ -72,6 +72,9 @@ def test_markdown_in_a_link_renders_as_text(shared_url, chromium):
     full_screenshot(page, ARTIFACTS / "shared-escaped-link.png")
     assert page.locator("a[href*='evil.example']").count() == 0
     assert page.locator("img[src*='evil.example']").count() == 0
-    assert "[Session expired](http://evil.example/login)" in page.locator("[data-testid=stAlertContentWarning]").first.inner_text()
+    assert (
+        "[Session expired](http://evil.example/login)"
+        in page.locator("[data-testid=stAlertContentWarning]").first.inner_text()
+    )
     assert not remote
     page.close()
