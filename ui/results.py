@@ -128,10 +128,11 @@ class ByteCache:
                 self.total -= n
                 self.evictions += 1
 
-    def clear(self) -> None:
+    def clear(self, name: str | None = None) -> None:
+        """Forget every result, or only those of one cached function (keys starting with its name)."""
         with self._lock:
-            self._items.clear()
-            self.total = 0
+            for key in [k for k in self._items if name is None or (isinstance(k, tuple) and k[:1] == (name,))]:
+                self.total -= self._items.pop(key)[1]
 
 
 CACHE = ByteCache(lambda: settings.current().cache_bytes)
@@ -157,4 +158,5 @@ def cached(fn: Callable[..., T]) -> Callable[..., T]:
 
         return CACHE.get(key, lambda: fn(*args, **kwargs), guard=slots.heavy)
 
+    wrapper.clear = lambda: CACHE.clear(name)  # type: ignore[attr-defined]  # as st.cache_data's .clear()
     return wrapper
