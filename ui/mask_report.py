@@ -7,7 +7,7 @@ import streamlit as st
 from models.masks import load_mask_bytes
 from models.masks.checker import MaskReport, check_mask
 
-from . import cache, results
+from . import cache, debug, results
 from .safe import md
 from .state import Selection, t
 
@@ -21,7 +21,7 @@ STATUS_ICON = {
 }
 
 
-@results.cached
+@debug.counted("checked", results.cached)
 def checked(
     sel: Selection,
     texts: tuple[str, ...],
