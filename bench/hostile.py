@@ -43,7 +43,7 @@ def run_cli() -> bool:
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for case in hostile_cases.build(Path(tmp)):
-            out = open(case.stdout, "w") if case.stdout else subprocess.DEVNULL  # noqa: SIM115
+            out = open(case.stdout, "w") if case.stdout else subprocess.DEVNULL
             start = time.perf_counter()
             proc = subprocess.Popen(
                 hostile_cases.command(case),
@@ -91,7 +91,7 @@ class Server:
         self._stop = threading.Event()
 
     def __enter__(self) -> Server:
-        self.log = open(tempfile.mktemp(suffix=".log"), "w")  # noqa: SIM115
+        self.log = open(tempfile.mktemp(suffix=".log"), "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(self.port), "--server.fileWatcherType", "none"],

@@ -31,7 +31,7 @@ def _names() -> list[str]:
 @pytest.mark.parametrize("name", _names())
 def test_hostile_input_is_answered_in_one_line(cases, name):
     case = cases[name]
-    stdout = open(case.stdout, "w") if case.stdout else subprocess.PIPE  # noqa: SIM115 - closed below
+    stdout = open(case.stdout, "w") if case.stdout else subprocess.PIPE
     try:
         proc = subprocess.run(
             hostile_cases.command(case),
