@@ -23,9 +23,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from models import bundled_model_dir, load_encoder  # noqa: E402
+from models import bundled_model_dir, load_encoder
 
 TARGETS = {128: 0.9, 512: 0.75}  # ours / transformers eager, on a CPU or a GPU alike
 

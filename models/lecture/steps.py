@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..bert import Layer
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
 
@@ -136,9 +137,10 @@ class HeadSteps:
         return slice(self.head * self.d_k, (self.head + 1) * self.d_k)
 
 
-def _layer_on_cpu(encoder: Encoder, layer: int) -> torch.nn.Module:
+def _layer_on_cpu(encoder: Encoder, layer: int) -> Layer:
     """Return the layer's module in float32 on the CPU (a copy when the model lives elsewhere or in half)."""
     module = encoder.model.layers[layer]
+    assert isinstance(module, Layer)
     if encoder.device.type == "cpu" and encoder.dtype == torch.float32:
         return module
     return copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
@@ -171,8 +173,9 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     _check_indices(out, layer, head, query)
     lay = _layer_on_cpu(encoder, layer)
     attn = lay.attention.self  # SelfAttention: W_q, W_k, W_v (attn.query, attn.key, attn.value)
-    W_o = lay.attention.output.dense  # noqa: N806 - named as in the formulas
+    W_o = lay.attention.output.dense
     keep = out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos): the mask the encoder applied
+    assert out.layer_inputs is not None  # _check_indices raised otherwise
     shapes: dict[str, tuple[int, ...]] = {}
 
     x = out.layer_inputs[layer].unsqueeze(0)
@@ -285,11 +288,12 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
     """
     _check_indices(out, layer)
     lay = _layer_on_cpu(encoder, layer)
-    attn, W_o = lay.attention.self, lay.attention.output.dense  # noqa: N806
+    attn, W_o = lay.attention.self, lay.attention.output.dense
     keep = out.keep.to(torch.bool)[None]  # (1, q_pos, k_pos)
+    assert out.layer_inputs is not None  # _check_indices raised otherwise
     x = out.layer_inputs[layer].unsqueeze(0)  # (1, T, d_model)
     B, T, C = x.size()  # batch, seq, d_model
-    H, d_k = attn.n_heads, attn.d_k  # noqa: N806
+    H, d_k = attn.n_heads, attn.d_k
 
     # One head of width d_model: no view, no transpose.
     q, k, v = attn.query(x), attn.key(x), attn.value(x)  # (1, T, d_model)
