@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from viz.select import PARTS
 
-from .i18n import DEFAULT_LANGUAGE, LANGUAGES
+from .i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 
 EXAMPLES: dict[str, tuple[str, str]] = {
     # key → (text, text_b); labels are in the locale files under sidebar.example.<key>
@@ -51,12 +52,16 @@ URL: dict[str, UrlKey] = {
     "part": UrlKey("all", PARTS, page="explore"),
 }
 DEFAULTS: dict[str, Any] = {k: u.default for k, u in URL.items()}
+# Long texts stay out of the URL: a link holds their first characters (the sidebar says so).
+URL_TEXT_CHARS = 2000
 
 
 def _parse(raw: str, default: Any) -> Any:
     if isinstance(default, bool):
         return raw.strip().lower() in ("1", "true", "yes", "on")
     if isinstance(default, int):
+        if len(raw.strip()) > 9:  # no layer, head or position has ten digits; int() of 5,000 digits would raise
+            return default
         try:
             return max(0, int(raw))
         except ValueError:
@@ -92,7 +97,7 @@ def sync_url(page: str | None = None, hidden: tuple[str, ...] = ()) -> None:
     """
     keys = _keys(page)
     wanted = {
-        k: str(st.session_state[k])
+        k: str(st.session_state[k])[: URL_TEXT_CHARS if k in ("text", "text_b") else None]
         for k in keys
         if k not in hidden and st.session_state.get(k, DEFAULTS[k]) != DEFAULTS[k]
     }
@@ -148,10 +153,6 @@ def t(key: str, **values: Any) -> str:
     Outside a script run (AppTest formats a selectbox's options after the run, through its format_func) there is
     no session to read: the language of the last run in this process is used, not silently English.
     """
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    from .i18n import translate
-
     global _last_lang
     if get_script_run_ctx() is not None:
         _last_lang = st.session_state.get("lang", DEFAULT_LANGUAGE)
