@@ -67,6 +67,11 @@ def _rollout(_attn: np.ndarray, key: state.Selection) -> np.ndarray:
     return attention_rollout(_attn).numpy()
 
 
+def _tokens(out: EncoderOutput) -> list[str]:
+    """Return the tokens as people read them (byte-level BPE decoded); the raw ones go to hover and exports."""
+    return list(out.display_tokens or out.tokens)
+
+
 def _words() -> dict[str, str]:
     return {
         "query": t("explore.query"),
@@ -142,10 +147,13 @@ def _layer_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Pa
 def _head_options(out: EncoderOutput) -> tuple[bool, bool, bool, tuple[int, int]]:
     n = out.seq
     a, b, c = st.columns(3)
-    hide = a.toggle(t("explore.hide_special"), key="hide_special", help=t("explore.hide_special_help"))
-    renorm = b.toggle(
-        t("explore.renormalise"), key="renormalise", disabled=not hide, help=t("explore.renormalise_help")
-    )
+    if out.is_decoder:  # no [CLS]/[SEP] to hide
+        hide = renorm = False
+    else:
+        hide = a.toggle(t("explore.hide_special"), key="hide_special", help=t("explore.hide_special_help"))
+        renorm = b.toggle(
+            t("explore.renormalise"), key="renormalise", disabled=not hide, help=t("explore.renormalise_help")
+        )
     log = c.toggle(t("explore.log_colour"), key="log_colour", help=t("explore.log_colour_help"))
     if n > WINDOW:
         lo, hi = st.session_state.get("window", (0, WINDOW))
@@ -168,8 +176,8 @@ def _open_from_lines() -> None:
 
 def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
     hide, renorm, log, (lo, hi) = _head_options(out)
-    tokens = out.tokens
-    shown = narrow(part, tokens, hide_special=hide, window=(lo, hi))
+    tokens = _tokens(out)
+    shown = narrow(part, out.tokens, hide_special=hide, window=(lo, hi))
     if shown.empty:
         st.info(t("explore.nothing_in_window"))
         return []
@@ -180,7 +188,18 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
     q_tok = [tokens[i] for i in rows]
     k_tok = [tokens[j] for j in cols]
     title = t("explore.head_title", layer=layer, head=head)
-    fig = head_heatmap(weights, q_tok, title=title, key_tokens=k_tok, q_pos=rows, k_pos=cols, log=log, words=_words())
+    fig = head_heatmap(
+        weights,
+        q_tok,
+        title=title,
+        key_tokens=k_tok,
+        q_pos=rows,
+        k_pos=cols,
+        log=log,
+        words=_words(),
+        raw_tokens=[out.tokens[i] for i in rows],
+        raw_key_tokens=[out.tokens[j] for j in cols],
+    )
     sub_keep = shown.cut(keep)
     if not sub_keep.all():
         add_mask_overlay(fig, sub_keep, weights)
@@ -243,7 +262,7 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
 
 
 def _aggregate_view(out: EncoderOutput, attn: np.ndarray, part: Part, layer: int) -> list:
-    tokens = out.tokens
+    tokens = _tokens(out)
     rolled = _rollout(attn, state.selection())  # (layers, seq, seq)
     mean = attn[layer].mean(axis=0)
     q_tok = [tokens[i] for i in part.rows]
@@ -270,7 +289,8 @@ def _aggregate_view(out: EncoderOutput, attn: np.ndarray, part: Part, layer: int
     st.caption(t("explore.rollout_note"))
     options = list(range(len(part.rows)))
     if st.session_state.get("rollout_row", 0) not in options:
-        st.session_state["rollout_row"] = 0
+        # A decoder's last token is the one that has read everything; an encoder's [CLS] sums up the input.
+        st.session_state["rollout_row"] = options[-1] if out.is_decoder and options else 0
     row = st.columns([1, 2])[0].selectbox(
         t("explore.rollout_row"), options, key="rollout_row", format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}"
     )
@@ -300,6 +320,7 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
         rolled = _rollout(attn, state.selection())
         arrays = {
             "tokens": np.array(out.tokens, dtype=str),
+            "display_tokens": np.array(_tokens(out), dtype=str),
             "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
             "attentions": attn,
             "mask": out.keep.numpy().astype(bool),
@@ -411,6 +432,8 @@ def main() -> None:
             format_func=lambda p: t(f"explore.part_{p}"),
             help=t("explore.part_help"),
         )
+    if out.is_decoder:
+        st.caption(t("explore.decoder_note"))
     part = part_of(out.segments, st.session_state.get("part", "all") if is_pair else "all")
     state.sync_url("explore", hidden=() if is_pair else ("part",))
 

@@ -15,7 +15,7 @@ from .errors import (
     UnsupportedArchitectureError,
 )
 from .gpt2 import GPT2Model, KVCache
-from .weights import bundled_model_dir, load_encoder, load_model
+from .weights import bundled_model_dir, load_encoder, load_model, spec_kind
 
 __all__ = [
     "AttnVizError",
@@ -38,4 +38,5 @@ __all__ = [
     "bundled_model_dir",
     "load_encoder",
     "load_model",
+    "spec_kind",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from models import Encoder, EncoderOutput, load_encoder
+from models import Encoder, EncoderOutput, load_encoder, spec_kind
 
 from .state import Selection
 
@@ -18,6 +18,12 @@ from .state import Selection
 def encoder(spec: str, device: str, dtype: str) -> Encoder:
     """Return the loaded model (errors are not cached: a fixed spec is retried)."""
     return load_encoder(spec, device=device, dtype=dtype)
+
+
+@st.cache_data(show_spinner=False, max_entries=32, ttl=600)
+def kind(spec: str) -> str:
+    """Return "decoder" or "encoder" for a spec, from its config alone (no weights loaded)."""
+    return spec_kind(spec)
 
 
 def model(sel: Selection) -> Encoder:
@@ -29,4 +35,6 @@ def model(sel: Selection) -> Encoder:
 @st.cache_data(show_spinner=False, max_entries=8)
 def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
-    return model(sel).encode(sel.text, sel.text_b or None, mask=sel.mask, internals=internals)
+    enc = model(sel)
+    text_b = None if enc.is_decoder else sel.text_b or None  # a decoder reads one text: the sidebar hides text_b
+    return enc.encode(sel.text, text_b, mask=sel.mask, internals=internals)

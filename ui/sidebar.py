@@ -12,7 +12,18 @@ from . import cache, presentation, state
 from .i18n import LANGUAGES
 from .state import EXAMPLES, t
 
-MODEL_CHOICES = ("minilm", "bert-base-uncased", "bert-base-chinese", "random:minilm", "random:bert-base", "random:tiny")
+MODEL_CHOICES = (
+    "minilm",
+    "bert-base-uncased",
+    "bert-base-chinese",
+    "gpt2",
+    "distilgpt2",
+    "random:minilm",
+    "random:bert-base",
+    "random:tiny",
+    "random:gpt2",
+    "random:gpt2-tiny",
+)
 CUSTOM = "custom"
 MASK_KINDS = ("bidirectional", "causal", "window", "prefix")
 
@@ -49,7 +60,7 @@ def _model_picker() -> None:
         st.session_state["model"] = choice
 
 
-def _mask_picker() -> None:
+def _mask_picker(decoder: bool = False) -> None:
     kind, param = parse_named(state.get("mask")) if _valid_mask(state.get("mask")) else ("bidirectional", None)
     if "mask_kind" not in st.session_state:
         st.session_state["mask_kind"] = kind
@@ -57,8 +68,10 @@ def _mask_picker() -> None:
         t("sidebar.mask"),
         MASK_KINDS,
         key="mask_kind",
-        format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
-        help=t("sidebar.mask_help"),
+        format_func=lambda k: t(
+            f"sidebar.mask_kind.{k}_decoder" if decoder and k == "bidirectional" else f"sidebar.mask_kind.{k}"
+        ),
+        help=t("sidebar.mask_help_decoder" if decoder else "sidebar.mask_help"),
     )
     if kind in ("window", "prefix"):
         pkey = f"mask_{kind}"
@@ -103,10 +116,14 @@ def render() -> None:
             on_change=_apply_example,
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
-        st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
+        decoder = cache.kind(state.get("model")) == "decoder"
+        if decoder:  # one text; the second sentence is kept (in the URL too) for when an encoder comes back
+            st.caption(t("sidebar.decoder_note"))
+        else:
+            st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
         if st.session_state.pop("example_note", False):
             st.info(t("sidebar.chinese_note"))
-        _mask_picker()
+        _mask_picker(decoder)
     state.sync_url()
 
 

@@ -29,6 +29,7 @@ import torch
 
 from ..encoder import Encoder
 from ..errors import InputError, MaskError
+from ..tokens import display_tokens
 from . import conventions as masks
 from .sources import resolve
 
@@ -131,6 +132,9 @@ MESSAGES: dict[str, str] = {
     "diag.padding_on_queries": "wrong axis: the padding mask lands on queries (whole [PAD] rows hidden) instead of keys",
     "diag.off_by_one": "off by one: this is {name}, not {expect}",
     "diag.is_named": "this is a {name} mask",
+    "shape.decoder": "this model is a decoder: it always applies its own causal mask (torch.tril) and ANDs yours with "
+    "it, so what is judged below is that combination: {hidden} cell(s) your mask leaves open are hidden by the "
+    "model's own mask.",
 }
 
 
@@ -466,11 +470,26 @@ def _run_layers(model: Any, ids: torch.Tensor, types: torch.Tensor, keep: torch.
     neg_inf runs the tutorial's attention — `scores.masked_fill(mask == 0, float('-inf'))` then softmax — with our
     encoder's own weights, to show what -inf does to a row with no visible key. Without it, this is our encoder.
     """
-    x = model.embeddings(ids, types)
+    x = model.embed(ids, types)
     outs, nan_rows = [], []
     for layer in model.layers:
         if not neg_inf:
             x, _ = layer(x, keep)
+        elif hasattr(layer, "attn"):  # a GPT-2 block: pre-LN, its own tril ANDed with keep, -inf as the tutorial
+            att = layer.attn
+            h = layer.ln_1(x)
+            B, T, C = h.size()  # batch, seq, d_model
+            q, k, v = att.c_attn(h).split(C, dim=2)
+            q = q.view(B, T, att.n_heads, att.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+            k = k.view(B, T, att.n_heads, att.d_k).transpose(1, 2)
+            v = v.view(B, T, att.n_heads, att.d_k).transpose(1, 2)
+            scores = torch.matmul(q, k.transpose(-2, -1)) * att.scale  # (B, nh, q_pos, k_pos)
+            allowed = att.bias[:T, :T] if keep is None else att.bias[:T, :T] & keep
+            probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")).float(), dim=-1)
+            nan_rows.append(torch.isnan(probs).any(-1))  # (B, nh, T)
+            context = torch.matmul(probs.to(v.dtype), v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + att.c_proj(context)
+            x = x + layer.mlp(layer.ln_2(x))
         else:
             att = layer.attention.self
             B, T, C = x.size()  # batch, seq, d_model
@@ -615,7 +634,9 @@ def tokenize(enc: Encoder, texts: list[str], texts_b: list[str | None] | None = 
         clean_b = [enc._clean(t, f"second sentence {i + 1}", False) for i, t in enumerate(texts_b)]
     batch, cut = enc._tokenize(clean, clean_b)  # type: ignore[arg-type]
     ids = batch["input_ids"]
-    tokens = [enc.tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids]
+    tokens = [
+        display_tokens(enc.tokenizer.convert_ids_to_tokens(row.tolist()), byte_level=enc.is_decoder) for row in ids
+    ]
     notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(cut) if c]
     return ids, batch["token_type_ids"], batch["attention_mask"], tokens, notes
 
@@ -654,6 +675,12 @@ def check_mask(
     values = masks.describe_values(raw)
 
     keep4 = masks.read_as(raw4, declared)  # (B or 1, H or 1, T or 1, T or 1): what code in that convention does
+    hidden_by_model = 0
+    if enc.is_decoder:
+        # The decoder's own causal mask is ANDed with the user's inside every layer: judge what the model applies.
+        tril = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        hidden_by_model = int((torch.broadcast_to(keep4, (B, keep4.shape[1], T, T)) & ~tril).sum())
+        keep4 = keep4 & tril
     full = torch.broadcast_to(keep4, (B, keep4.shape[1], T, T))
     per_head = keep4.shape[1] > 1 and not bool((full == full[:, :1]).all())
     keep = full if per_head else full[:, :1]  # (B, H or 1, T, T)
@@ -680,6 +707,10 @@ def check_mask(
 
     apparent, conv = _convention(raw4, declared, expected, judged, real, exp.name, values)
     findings.append(conv)
+    if enc.is_decoder:
+        findings.append(
+            Finding("shape.decoder", {"hidden": hidden_by_model}, "shape", "info", {"hidden": hidden_by_model})
+        )
 
     J = judged[:, None]
     E = expected[:, None]
