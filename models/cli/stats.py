@@ -21,6 +21,7 @@ from typing import Any
 from ..analysis.corpus import IMPORTANCE_SENTENCES, analyse_corpus, corpus_importance, read_corpus_file
 from ..analysis.heads import analyse, closest_pairs
 from ..analysis.importance import head_importance
+from ..analysis.induction import induction_scores
 from ..errors import AttnVizError
 from ..weights import load_encoder
 from .common import add_model_args
@@ -70,9 +71,13 @@ def run(args: argparse.Namespace) -> int:
         out = enc.encode(args.text, args.text_b, mask=args.mask, internals=True)
         notes += out.notes
         report = analyse(out, enc.device)
+        if enc.is_decoder:
+            report = report.with_induction(induction_scores(enc))
         importance = None if args.no_importance else head_importance(enc, out)
     else:
         report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
+        if enc.is_decoder:
+            report = report.with_induction(induction_scores(enc))
         if truncated:
             notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
         limit = args.importance_sentences or IMPORTANCE_SENTENCES
