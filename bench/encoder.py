@@ -62,7 +62,10 @@ def main() -> None:
     ap.add_argument("--lengths", default="128,512")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default, one per core)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from transformers import AutoTokenizer, BertModel
     from transformers.utils import logging as hf_logging

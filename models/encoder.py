@@ -10,7 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .bert import INTERNAL_NAMES, BertEncoder
+from . import settings
+from .bert import INTERNAL_NAMES, BertEncoder, SelfAttention
 from .config import BertConfig, GPT2Config
 from .errors import InputError, MaskError
 from .gpt2 import GPT2Model
@@ -146,6 +147,9 @@ class Encoder:
         mlm_head: nn.Module | None = None,
     ):
         self.model = model.eval().requires_grad_(False)
+        for module in self.model.modules():  # after loading, moving and casting: W_q, W_k, W_v become one weight
+            if isinstance(module, SelfAttention):
+                module.fuse_qkv()
         # The checkpoint's masked-LM head (models.mlm.MlmHead), when it has one; head importance uses it.
         self.mlm_head = mlm_head.eval().requires_grad_(False) if mlm_head is not None else None
         self.tokenizer = tokenizer
@@ -212,6 +216,12 @@ class Encoder:
             return None
         if not isinstance(text, str):
             raise InputError(f"{what} must be a string, got {type(text).__name__}")
+        if len(text) > settings.limit("max_text_chars"):  # before the tokenizer sees a 5 MB string
+            settings.require("max_text_chars", len(text), what)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{what} is not valid Unicode text (it holds lone surrogates): pass UTF-8 text") from None
         text = text.strip()
         if not text:
             if required:
@@ -274,6 +284,7 @@ class Encoder:
             raise InputError("encode_batch takes a list of texts; use encode() for one")
         if len(texts) == 0:
             raise InputError("no texts to encode")
+        settings.require("max_batch", len(texts), "a batch of this many sentences")
         clean = [self._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
         clean_b = None
         if texts_b is not None:

@@ -11,10 +11,11 @@ import streamlit as st
 
 from models import Encoder, EncoderOutput, load_encoder, spec_kind
 
+from . import debug
 from .state import Selection
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
+@debug.counted("encoder", st.cache_resource(show_spinner=False, max_entries=3))
 def encoder(spec: str, device: str, dtype: str) -> Encoder:
     """Return the loaded model (errors are not cached: a fixed spec is retried)."""
     return load_encoder(spec, device=device, dtype=dtype)
@@ -32,7 +33,7 @@ def model(sel: Selection) -> Encoder:
 
 
 # A 512-token BERT-base result is ~150 MB of attention (~350 MB with internals): keep a handful, not dozens.
-@st.cache_data(show_spinner=False, max_entries=8)
+@debug.counted("encode", st.cache_data(show_spinner=False, max_entries=8))
 def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
     enc = model(sel)

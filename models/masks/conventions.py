@@ -39,6 +39,7 @@ AXES = ("batch", "heads", "q_pos", "k_pos")
 # Largest mask anyone may build or load: 2^24 cells holds (4, 12, 512, 512), 16 MiB as bool, 128 MiB as float64.
 MAX_ELEMENTS = 1 << 24
 MAX_FILE_BYTES = 256 << 20
+MAX_MASK_PARAM = 1 << 20  # window:W / prefix:P beyond any model's positions
 MASK_FILE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 
 
@@ -84,7 +85,11 @@ def parse_named(spec: str) -> tuple[str, int | None]:
         return "causal", None
     m = _PARAM.match(s)
     if m:
-        return m.group(1), int(m.group(2))
+        digits = m.group(2).lstrip("0") or "0"
+        if len(digits) > len(str(MAX_MASK_PARAM)) or int(digits) > MAX_MASK_PARAM:
+            shown = digits if len(digits) <= 12 else f"a {len(digits)}-digit number"
+            raise MaskError(f"{m.group(1)}:{shown} is too large: {m.group(1)}:N takes N from 0 to {MAX_MASK_PARAM:,}")
+        return m.group(1), int(digits)
     raise MaskError(f"unknown mask {spec!r}: use one of {', '.join(NAMED_MASKS)}")
 
 
@@ -313,6 +318,10 @@ def as_tensor(mask: torch.Tensor | np.ndarray) -> torch.Tensor:
         raise MaskError(f"a mask is a tensor or an array; got {type(mask).__name__}")
     if mask.is_complex() or mask.dtype in (torch.quint8, torch.qint8, torch.qint32):
         raise MaskError(f"a mask holds bool, int or float numbers; this tensor is {dtype_name(mask)}")
+    if mask.dim() == 0:
+        raise MaskError("a mask has at least one axis; this is a single number (0-d): give shape (seq, seq)")
+    if mask.layout != torch.strided:
+        raise MaskError(f"a mask is a dense tensor; this one is {mask.layout}: pass mask.to_dense()")
     if mask.numel() > MAX_ELEMENTS:
         raise MaskError(f"mask of shape {tuple(mask.shape)} has {mask.numel():,} cells; the limit is {MAX_ELEMENTS:,}")
     return mask.detach().cpu()
