@@ -58,6 +58,7 @@ STATS = (
     "distance",
     "block",
     "first",
+    "entropy_norm_causal",
 )
 SMOOTH = 0.001  # Clark et al.'s smoothing for JS: P = (1 − 0.001)·A + 0.001/n
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"})
@@ -172,9 +173,13 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
 
     # First token, from the rows after it: row 0 of a decoder can only see itself, so it says nothing.
     first = row_mean(attn[..., 1:, 0], nb_w)
+    # A decoder's row i sees i + 1 keys: normalise each row by its own ln(i + 1), rows i ≥ 1 (METRICS.md).
+    seen = torch.arange(2, T + 1, device=attn.device, dtype=attn.dtype)  # i + 1 for i = 1 … T-1
+    entropy_norm_causal = row_mean(row_entropy[..., 1:] / torch.log(seen), nb_w)
 
     return {
         "first": first,
+        "entropy_norm_causal": entropy_norm_causal,
         "entropy": entropy,
         "entropy_norm": entropy / log_n,
         "cls": row_mean(attn[..., 0]),
@@ -650,6 +655,8 @@ class Accumulator:
         for k in STATS:
             denom = self.pair_items if k == "block" else self.sentences
             stats[k] = (self.sums[k] / denom).cpu().numpy() if denom else np.full((L, H), np.nan)
+        if kind == "decoder":  # row i of a decoder sees i + 1 keys: its normaliser is ln(i + 1), not ln n
+            stats["entropy_norm"] = stats["entropy_norm_causal"]
         labels = label_heads(stats, pairs=self.pair_items > 0, kind=kind)
         js = self.js.matrix().cpu().numpy()
         if cka is None:
