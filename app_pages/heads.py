@@ -46,7 +46,9 @@ def importance(sel: Selection) -> Importance:
 @st.cache_data(show_spinner=False, max_entries=8)
 def file_report(key: Selection, _maps: AttentionMaps) -> HeadReport:
     """Return statistics, labels and redundancy of an attention file's maps (cached per file and item)."""
-    return analyse_maps(_maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model)
+    return analyse_maps(
+        _maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model, kind=_maps.kind
+    )
 
 
 def file_main(maps: AttentionMaps) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..encoder import EncoderOutput
+from ..tokens import byte_level_to_text
 
 # Label thresholds (Clark et al.): a share above these makes the head that kind of head.
 THRESHOLDS: dict[str, float] = {
@@ -117,12 +118,12 @@ class Roles:
     def of_output(cls, out: EncoderOutput, device: torch.device | str | None = None, sep_token: str = "[SEP]") -> Roles:
         """Build from an EncoderOutput, single (a batch of one) or batched."""
         tokens = out.tokens
-        if out.is_decoder and out.display_tokens:
+        if out.is_decoder:
             # Byte-level BPE: judge punctuation on the readable text, without the leading space (` .` is a full stop).
             if out.is_batch:
-                tokens = [[t.strip() or t for t in row] for row in out.display_tokens]  # type: ignore[union-attr]
+                tokens = [[byte_level_to_text(t).strip() or t for t in row] for row in out.tokens]  # type: ignore[union-attr]
             else:
-                tokens = [t.strip() or t for t in out.display_tokens]
+                tokens = [byte_level_to_text(t).strip() or t for t in out.tokens]
         if out.is_batch:
             return cls.of(tokens, out.padding, out.token_type_ids, device, sep_token)  # type: ignore[arg-type]
         return cls.of([tokens], out.padding[None], out.token_type_ids[None], device, sep_token)
@@ -698,7 +699,7 @@ def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> Hea
     acc.add(out.attentions[None].to(dev), roles)
     cka = cka_matrix(out.context.to(dev), out.padding.to(dev)) if out.context is not None else None
     n = int(out.padding.sum())
-    return acc.report(out.model, tokens=list(out.display_tokens[:n] or out.tokens[:n]), cka=cka, kind=out.kind)
+    return acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka, kind=out.kind)
 
 
 def analyse_maps(
@@ -708,6 +709,7 @@ def analyse_maps(
     token_type_ids: np.ndarray | None = None,
     model: str = "",
     device: torch.device | str | None = None,
+    kind: str = "encoder",
 ) -> HeadReport:
     """Return the HeadReport of maps that came without a model (an attention file): CKA is NaN (it needs the
     heads' outputs).
@@ -723,10 +725,12 @@ def analyse_maps(
     keys = list(k_tokens) if k_tokens is not None else list(q_tokens)
     if Q == K and keys == list(q_tokens):
         types = torch.as_tensor(np.zeros(Q) if token_type_ids is None else np.asarray(token_type_ids)).long()
-        roles = Roles.of([list(q_tokens)], torch.ones(1, Q, dtype=torch.bool), types[None], dev)
+        # A decoder's byte-level tokens are judged as their text, as `analyse` does (Roles.of_output).
+        judged = [byte_level_to_text(t).strip() or t for t in q_tokens] if kind == "decoder" else list(q_tokens)
+        roles = Roles.of([judged], torch.ones(1, Q, dtype=torch.bool), types[None], dev)
         acc = Accumulator(L, H, with_cka=False)
         acc.add(a[None], roles)
-        return acc.report(model, tokens=list(q_tokens))
+        return acc.report(model, tokens=list(q_tokens), kind=kind)
 
     row_entropy = -torch.special.xlogy(a, a).sum(-1)  # (L, H, Q)
     sep = torch.tensor([t == "[SEP]" for t in keys], dtype=torch.float32, device=dev)

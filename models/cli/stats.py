@@ -117,7 +117,9 @@ def _run_file(args: argparse.Namespace) -> int:
     maps = read_attention_file(args.attentions, item=args.item)
     for note in maps.notes:
         print(f"warning: {note}", file=sys.stderr)
-    report = analyse_maps(maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model)
+    report = analyse_maps(
+        maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model, kind=maps.kind
+    )
     doc = report.to_json()
     doc["redundancy"]["cka"] = None  # CKA compares the heads' outputs: a file holds only their maps
     doc.update(importance=None, importance_measure=None, removal=None, kind=maps.kind, causal=maps.causal)
