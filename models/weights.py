@@ -355,6 +355,10 @@ def spec_kind(spec: str) -> str:
     """Return "decoder" or "encoder" for a model spec without loading weights (config.json only; "encoder" when
     that cannot be told offline): the app's sidebar uses it to offer a second sentence to encoders only."""
     s = (spec or "").strip()
+    try:
+        check_model(s)  # a spec the operator did not allow is not even looked at
+    except ModelLoadError:
+        return "encoder"
     if s.lower().startswith("random:"):
         return "decoder" if s.lower().split(":", 1)[1].strip() in RANDOM_GPT2_CONFIGS else "encoder"
     if s.lower() in BUNDLED_ALIASES:
