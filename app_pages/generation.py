@@ -21,7 +21,7 @@ def run(sel: Selection, prompt: str, n: int, top_k: int | None, seed: int) -> Ge
     return generate(cache.model(sel), prompt, n, top_k=top_k, seed=seed, check=True)
 
 
-def _settings(where) -> tuple[str, int, int | None, int]:  # noqa: ANN001 - a streamlit container
+def _settings(where) -> tuple[str, int, int | None, int]:
     if "gen_prompt" not in st.session_state:
         st.session_state["gen_prompt"] = state.get("text") or DEFAULT_PROMPT
     prompt = where.text_area(t("gen.prompt"), key="gen_prompt", height=80)

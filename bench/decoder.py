@@ -23,10 +23,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from models import load_model  # noqa: E402
-from models.weights import shipped_tokenizer  # noqa: E402
+from models import load_model
+from models.weights import shipped_tokenizer
 
 
 def gpt2_small_folder(path: Path) -> Path:

@@ -21,8 +21,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models import load_encoder  # noqa: E402
-from models.masks.checker import EXAMPLES, check_mask  # noqa: E402
+from models import load_encoder
+from models.masks.checker import EXAMPLES, check_mask
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 

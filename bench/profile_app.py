@@ -53,6 +53,7 @@ PIECES = [
     ("importance (Heads)", "models/analysis/importance.py", "head_importance"),
     ("URL sync (ui.state.sync_url)", "ui/state.py", "sync_url"),
     ("sidebar (ui.sidebar.render)", "ui/sidebar.py", "render"),
+    ("script compile (AppTest only: a server keeps it)", "scriptrunner/script_cache.py", "get_bytecode"),
 ]
 
 
@@ -95,6 +96,12 @@ def main() -> None:
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--page", default="explore", choices=sorted(PAGES))
+    ap.add_argument(
+        "--action",
+        choices=("type", "layer"),
+        default="type",
+        help="type: the run after a new text is typed; layer: the run after the layer slider moves (same text)",
+    )
     ap.add_argument("--top", type=int, default=15, help="functions by own time to list")
     ap.add_argument("--out", help="also write the raw profile here (for snakeviz, pstats)")
     args = ap.parse_args()
@@ -114,7 +121,10 @@ def main() -> None:
     at.sidebar.text_area(key="text").set_value(second).run()
     assert not at.exception, at.exception
 
-    at.sidebar.text_area(key="text").set_value(measured)
+    if args.action == "type":
+        at.sidebar.text_area(key="text").set_value(measured)
+    else:
+        at.slider(key="layer").set_value(1 - int(at.slider(key="layer").value))
     profiles: list[cProfile.Profile] = []
     profile_script_runs(profiles)
     t0 = time.perf_counter()
@@ -128,8 +138,12 @@ def main() -> None:
     if args.out:
         stats.dump_stats(args.out)
     print(
-        f"one script run of {args.page} after typing a new {args.tokens}-token text, model {args.model}: "
-        f"{wall * 1e3:.0f} ms in the script thread; load average {os.getloadavg()[0]:.2f}"
+        (
+            f"one script run of {args.page} after typing a new {args.tokens}-token text, model {args.model}: "
+            if args.action == "type"
+            else f"one script run of {args.page} after moving the layer slider ({args.tokens} tokens, {args.model}): "
+        )
+        + f"{wall * 1e3:.0f} ms in the script thread; load average {os.getloadavg()[0]:.2f}"
     )
     print(f"{'piece of the request path (cumulative, nested)':<44} {'ms':>8} {'share':>6} {'calls':>6}")
     for label, path_part, name in PIECES:

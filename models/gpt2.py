@@ -215,7 +215,7 @@ class GPT2Model(nn.Module):
         for block in self.h:
             block.attn.bias = tril  # type: ignore[union-attr]  # ModuleList items are Blocks
 
-    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]  # nn.Module's own signature
+    def _apply(self, fn, recurse=True):  # nn.Module's own signature
         super()._apply(fn, recurse)
         if self.wte.weight.device.type != "meta":
             self.reset_causal_masks()  # .to(device) copied the shared buffer once per block: share it again

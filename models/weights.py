@@ -33,6 +33,8 @@ from .mlm import MlmHead, has_mlm_head, port_mlm_head
 from .settings import check_model
 
 BUNDLED_ALIASES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "bundled")
+# transformers configs take this keyword (PretrainedConfig **kwargs), which their typed signatures do not list.
+_EAGER: dict[str, Any] = {"attn_implementation": "eager"}
 RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
     # BertConfig() defaults: the shape of bert-base-uncased.
     "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
@@ -165,7 +167,8 @@ def _load_hf(source: str, cfg: BertConfig) -> tuple[BertEncoder, MlmHead | None]
     from transformers import BertModel
 
     try:
-        hf_model, info = BertModel.from_pretrained(source, **_HF_LOAD_ARGS)
+        loaded: Any = BertModel.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info) with the args
+        hf_model, info = loaded
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
     except Exception as err:  # safetensors raises its own error types on corrupted files
@@ -189,7 +192,8 @@ def _load_hf_gpt2(source: str, cfg: GPT2Config) -> GPT2Model:
     from transformers import GPT2Model as HFGPT2Model
 
     try:
-        hf_model, info = HFGPT2Model.from_pretrained(source, **_HF_LOAD_ARGS)
+        loaded: Any = HFGPT2Model.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info) with the args
+        hf_model, info = loaded
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
     except Exception as err:  # safetensors raises its own error types on corrupted files
@@ -214,7 +218,8 @@ def _load_mlm_head(source: str, cfg: BertConfig) -> MlmHead | None:
     from transformers import BertForMaskedLM
 
     try:
-        hf_mlm, info = BertForMaskedLM.from_pretrained(source, **_HF_LOAD_ARGS)
+        loaded: Any = BertForMaskedLM.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info)
+        hf_mlm, info = loaded
     except Exception:  # noqa: BLE001 - the encoder loaded; without a readable head importance uses its proxy
         return None
     gaps = [*info.get("missing_keys", []), *info.get("mismatched_keys", [])]
@@ -228,20 +233,20 @@ def _load_tokenizer(source: str | Path) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(str(source), trust_remote_code=False)
-    except Exception as err:  # noqa: BLE001 - any failure here means "no usable vocabulary"
+    except Exception as err:
         raise ModelLoadError(f"cannot load the tokenizer of {source}: {_one_line(err)}") from err
 
 
 def shipped_tokenizer() -> Any:
-    """Return the project's small byte-level BPE (English and Chinese) as a GPT2TokenizerFast."""
+    """Return the project's small byte-level BPE (English and Chinese) as a GPT2Tokenizer (tokenizers-backed)."""
     from tokenizers import Tokenizer
-    from transformers import GPT2TokenizerFast
+    from transformers import GPT2Tokenizer  # transformers 5: GPT2TokenizerFast is this same class
 
     if not SHIPPED_TOKENIZER.is_file():
         raise ModelLoadError(
             f"the shipped tokenizer is missing: {SHIPPED_TOKENIZER} (run models/data/train_tokenizer.py)"
         )
-    tok = GPT2TokenizerFast(
+    tok = GPT2Tokenizer(
         tokenizer_object=Tokenizer.from_file(str(SHIPPED_TOKENIZER)), bos_token=EOS, eos_token=EOS, unk_token=EOS
     )
     tok.model_max_length = 1024
@@ -257,7 +262,7 @@ def _random_gpt2(name: str, tokenizer: Any) -> tuple[GPT2Model, GPT2Config]:
     if key != "gpt2":  # the tiny one's embedding has exactly the shipped tokenizer's rows; gpt2 keeps 50257
         shape["vocab_size"] = len(tokenizer)
     eos = tokenizer.eos_token_id
-    hf_cfg = HFGPT2Config(**shape, bos_token_id=eos, eos_token_id=eos, attn_implementation="eager")
+    hf_cfg = HFGPT2Config(**shape, bos_token_id=eos, eos_token_id=eos, **_EAGER)
     cfg = GPT2Config.from_hf(hf_cfg.to_dict())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(RANDOM_SEED)
@@ -275,7 +280,7 @@ def _random_encoder(name: str) -> tuple[BertEncoder, BertConfig]:
             f"unknown random model {name!r}: use one of "
             + ", ".join(f"random:{k}" for k in (*RANDOM_CONFIGS, *RANDOM_GPT2_CONFIGS))
         )
-    hf_cfg = HFBertConfig(**RANDOM_CONFIGS[key], attn_implementation="eager")
+    hf_cfg = HFBertConfig(**RANDOM_CONFIGS[key], **_EAGER)
     cfg = BertConfig.from_hf(hf_cfg.to_dict())
     # Transformers' own initialisation (normal(0, 0.02)), from a fixed seed, without touching the global RNG.
     with torch.random.fork_rng(devices=[]):
@@ -328,7 +333,7 @@ def _hf_config(source: str) -> dict[str, Any]:
         return fetch()
     except UnsupportedArchitectureError:
         raise
-    except Exception as err:  # noqa: BLE001 - hub errors: no such repo, gated, HTTP errors
+    except Exception as err:
         raise ModelLoadError(
             f"cannot load {source!r} from the Hugging Face hub: {_one_line(err)[:200]}. {how}"
         ) from err

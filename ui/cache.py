@@ -1,4 +1,4 @@
-"""Cached loaders. The model is a shared resource (never mutated after load); results are cached data.
+"""Cached loaders. The model and the encoder's results are shared resources, never mutated after they are made.
 
 Every page gets the current EncoderOutput from `encode`, keyed by the sidebar's `Selection` (model, device, dtype,
 text, text_b, mask) and internals: switching pages never re-encodes, and a second session with the same text hits
@@ -33,7 +33,10 @@ def model(sel: Selection) -> Encoder:
 
 
 # A 512-token BERT-base result is ~150 MB of attention (~350 MB with internals): keep a handful, not dozens.
-@debug.counted("encode", st.cache_data(show_spinner=False, max_entries=8))
+# A resource, not data: cache_data would pickle the result on store and unpickle a private copy on every call —
+# ~1 s of every rerun (a slider moved) at 512 tokens on BERT-base. Shared results are never mutated: pages and
+# analyses read them (the same contract as the model, and as the mask checker's reports).
+@debug.counted("encode", st.cache_resource(show_spinner=False, max_entries=8))
 def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
     enc = model(sel)

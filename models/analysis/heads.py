@@ -121,11 +121,11 @@ class Roles:
         if out.is_decoder:
             # Byte-level BPE: judge punctuation on the readable text, without the leading space (` .` is a full stop).
             if out.is_batch:
-                tokens = [[byte_level_to_text(t).strip() or t for t in row] for row in out.tokens]  # type: ignore[union-attr]
+                tokens = [[byte_level_to_text(t).strip() or t for t in row] for row in out.tokens]
             else:
                 tokens = [byte_level_to_text(t).strip() or t for t in out.tokens]
         if out.is_batch:
-            return cls.of(tokens, out.padding, out.token_type_ids, device, sep_token)  # type: ignore[arg-type]
+            return cls.of(tokens, out.padding, out.token_type_ids, device, sep_token)
         return cls.of([tokens], out.padding[None], out.token_type_ids[None], device, sep_token)
 
 
@@ -394,21 +394,21 @@ class CkaAccumulator:
         """Add a batch: context (batch, layers, heads, seq, d_k), real (batch, seq) bool."""
         B, L, H, T, D = context.shape
         Z = context.permute(0, 3, 1, 2, 4)[real.bool()].reshape(-1, L * H * D).float()  # (tokens, LH·d_k)
-        if self.shift is None:
+        if self.shift is None or self.cross is None or self.total is None:
             self.shift = Z.mean(0)
             self.cross = torch.zeros(Z.shape[1], Z.shape[1], device=Z.device)
             self.total = torch.zeros(Z.shape[1], dtype=torch.float64, device=Z.device)
             self.heads = L * H
         Z = Z - self.shift
-        self.cross.addmm_(Z.T, Z)  # type: ignore[union-attr]
-        self.total += Z.sum(0, dtype=torch.float64)  # type: ignore[operator]
+        self.cross.addmm_(Z.T, Z)
+        self.total += Z.sum(0, dtype=torch.float64)
         self.count += Z.shape[0]
 
     def matrix(self) -> torch.Tensor:
         """Return the (heads, heads) CKA matrix of everything added so far."""
-        if self.cross is None or self.count < 2:
+        if self.cross is None or self.total is None or self.count < 2:
             raise ValueError("CKA needs at least two tokens")
-        mean = (self.total / self.count).float()  # type: ignore[operator]  # small: the data were shifted
+        mean = (self.total / self.count).float()  # small: the data were shifted
         F_, N = self.cross.shape[0], self.heads
         D = F_ // N
         hsic = torch.empty(N, N, dtype=torch.float64, device=self.cross.device)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..encoder import Encoder, EncoderOutput
+from ..gpt2 import GPT2Model
 
 MASK_EVERY = 7  # every 7th maskable token per copy: ≈ 15 % masked, as in BERT's pre-training
 MEASURES = {
@@ -218,8 +219,8 @@ def next_token_targets(batch: Batch) -> torch.Tensor:
 
 def _head_logits(encoder: Encoder, hidden: torch.Tensor) -> torch.Tensor:
     """Return float32 logits of the model's own head: GPT-2's LM head, or BERT's masked-LM head."""
-    if encoder.is_decoder:
-        return encoder.model.logits(hidden.to(encoder.dtype)).float()  # type: ignore[union-attr, operator]
+    if isinstance(encoder.model, GPT2Model):
+        return encoder.model.logits(hidden.to(encoder.dtype)).float()
     return encoder.mlm_head(hidden.to(encoder.dtype)).float()  # type: ignore[misc]
 
 

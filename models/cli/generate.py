@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"notice: {note}", file=sys.stderr)
     if args.out:
         rows, lengths = g.rows_array()
-        arrays = {
+        arrays: dict[str, Any] = {  # Any: numpy's stub would read a value as savez's allow_pickle flag
             "tokens": np.array(g.tokens, dtype=str),  # raw, prompt then generated; loads with allow_pickle=False
             "rows": rows,  # (steps, layers, heads, max_len) float32, zero-padded
             "lengths": lengths,  # (steps,): step s's row covers keys 0 … lengths[s] − 1

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 
+from ..bert import ForwardResult
 from ..encoder import Encoder
 from ..errors import InputError
-from ..gpt2 import KVCache
+from ..gpt2 import GPT2Model, KVCache
 from ..settings import require
 from ..tokens import display_tokens
 from .memory import _peak_rss_bytes, _reset_peak_rss, _rss_bytes, kv_cache_bytes
@@ -95,7 +98,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, "fp32")
 
 
-def _measured(dev: torch.device, fn):  # type: ignore[no-untyped-def]  # fn: () -> ForwardResult
+def _measured(dev: torch.device, fn: Callable[[], ForwardResult]) -> tuple[ForwardResult, int | None, float]:
     """Run fn and return (its result, peak bytes above the start or None, seconds)."""
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -136,7 +139,7 @@ def generate(
     require("max_generate", n_tokens, "this generation")
     if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
         raise InputError(f"top-k must be a whole number ≥ 1, got {top_k!r}")
-    text = Encoder._clean(prompt, "prompt", True)
+    text = Encoder._required(prompt, "prompt")
     ids = encoder.tokenizer(text, add_special_tokens=False)["input_ids"]
     if not ids:
         raise InputError("the prompt has no tokens")
@@ -150,6 +153,7 @@ def generate(
         notes.append(f"stopped after {n} of {n_tokens} tokens: the model has {limit} positions")
 
     model, dev = encoder.model, encoder.device
+    assert isinstance(model, GPT2Model)  # is_decoder said so
     cfg = encoder.config
     gen = torch.Generator().manual_seed(seed)
     cache = KVCache()
@@ -159,7 +163,7 @@ def generate(
     generated: list[int] = []
     for s in range(n):
         x = torch.tensor([fed], dtype=torch.long, device=dev)  # (1, new positions)
-        res, peak, seconds = _measured(dev, lambda x=x: model(x, cache=cache))
+        res, peak, seconds = _measured(dev, partial(model, x, cache=cache))
         hidden = res.last_hidden[0, -1]  # (d_model,) of the newest position
         logits = model.logits(hidden).float()  # (vocab,)
         chosen = _pick(logits, top_k, gen)

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..bert import Layer, SelfAttention
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
+from ..gpt2 import Block, CausalSelfAttention
 
 # The steps, in order. Each: the code executed in `head_steps` (verbatim below) and the encoder's own line(s).
 STEP_KEYS = (
@@ -163,9 +165,19 @@ class HeadSteps:
         return slice(self.head * self.d_k, (self.head + 1) * self.d_k)
 
 
-def _layer_on_cpu(encoder: Encoder, layer: int) -> torch.nn.Module:
+def _layer_on_cpu(encoder: Encoder, layer: int) -> Layer:
     """Return the layer's module in float32 on the CPU (a copy when the model lives elsewhere or in half)."""
     module = encoder.model.layers[layer]
+    assert isinstance(module, Layer)
+    if encoder.device.type == "cpu" and encoder.dtype == torch.float32:
+        return module
+    return copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
+
+
+def _block_on_cpu(encoder: Encoder, layer: int) -> Block:
+    """Return a decoder's block in float32 on the CPU (a copy when the model lives elsewhere or in half)."""
+    module = encoder.model.layers[layer]
+    assert isinstance(module, Block)
     if encoder.device.type == "cpu" and encoder.dtype == torch.float32:
         return module
     return copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
@@ -200,8 +212,9 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
         return _decoder_head_steps(encoder, out, layer, head, query)
     lay = _layer_on_cpu(encoder, layer)
     attn = lay.attention.self  # SelfAttention: W_q, W_k, W_v (attn.query, attn.key, attn.value)
-    W_o = lay.attention.output.dense  # noqa: N806 - named as in the formulas
+    W_o = lay.attention.output.dense
     keep = out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos): the mask the encoder applied
+    assert out.layer_inputs is not None  # _check_indices raised otherwise
     shapes: dict[str, tuple[int, ...]] = {}
 
     x = out.layer_inputs[layer].unsqueeze(0)
@@ -283,7 +296,8 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
 @torch.no_grad()
 def _decoder_head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, query: int) -> HeadSteps:
     """head_steps for a GPT-2 block: ln_1, c_attn split, the model's own tril buffer, c_proj (DECODER_CODE)."""
-    lay = _layer_on_cpu(encoder, layer)
+    lay = _block_on_cpu(encoder, layer)
+    assert out.layer_inputs is not None  # _check_indices raised otherwise
     attn = lay.attn  # CausalSelfAttention: c_attn (W_q, W_k, W_v side by side), c_proj (W_o), bias (the tril)
     keep = out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos): the mask applied (the causal one included)
     shapes: dict[str, tuple[int, ...]] = {}
@@ -405,21 +419,23 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
     a what-if with the same parameters, to show that splitting into heads costs no parameters.
     """
     _check_indices(out, layer)
-    lay = _layer_on_cpu(encoder, layer)
     keep = out.keep.to(torch.bool)[None]  # (1, q_pos, k_pos)
+    assert out.layer_inputs is not None  # _check_indices raised otherwise
+    attn: CausalSelfAttention | SelfAttention
     if encoder.is_decoder:
-        attn, W_o = lay.attn, lay.attn.c_proj  # noqa: N806
-        x = lay.ln_1(out.layer_inputs[layer].unsqueeze(0))  # (1, T, d_model): pre-LN
-        C = x.size(-1)  # noqa: N806
-        w_qkv = [
-            _row_view(attn.c_attn, slice(i * C, (i + 1) * C)) for i in range(3)
-        ]  # W_q, W_k, W_v as three (d_model, d_model) Linear layers
+        block = _block_on_cpu(encoder, layer)
+        attn, W_o = block.attn, block.attn.c_proj
+        x = block.ln_1(out.layer_inputs[layer].unsqueeze(0))  # (1, T, d_model): pre-LN
+        C = x.size(-1)
+        # W_q, W_k, W_v as three (d_model, d_model) Linear layers, views of c_attn's rows
+        w_qkv = [_row_view(block.attn.c_attn, slice(i * C, (i + 1) * C)) for i in range(3)]
     else:
-        attn, W_o = lay.attention.self, lay.attention.output.dense  # noqa: N806
+        lay = _layer_on_cpu(encoder, layer)
+        attn, W_o = lay.attention.self, lay.attention.output.dense
         x = out.layer_inputs[layer].unsqueeze(0)  # (1, T, d_model)
         w_qkv = [attn.query, attn.key, attn.value]
     B, T, C = x.size()  # batch, seq, d_model
-    H, d_k = attn.n_heads, attn.d_k  # noqa: N806
+    H, d_k = attn.n_heads, attn.d_k
 
     # One head of width d_model: no view, no transpose.
     q, k, v = (m(x) for m in w_qkv)  # (1, T, d_model)

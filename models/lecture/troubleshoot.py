@@ -62,6 +62,7 @@ class ScalingEffect:
 def scaling_effect(out: EncoderOutput, layer: int, head: int = 0, query: int = 0) -> ScalingEffect:
     """Return softmax statistics of `layer` with the /√d_k (as trained) and without it, from the real Q, K."""
     _need_internals(out, layer)
+    assert out.queries is not None and out.keys is not None  # _need_internals raised otherwise
     q, k = out.queries[layer].float(), out.keys[layer].float()  # (heads, seq, d_k)
     d_k = q.shape[-1]
     keep = out.keep.bool()[None]  # (1, q_pos, k_pos)
@@ -98,9 +99,10 @@ class ContiguousDemo:
 def contiguous_error(out: EncoderOutput, layer: int) -> ContiguousDemo:
     """Return what `context.transpose(1, 2).view(B, T, C)` does to the layer's real context: the real error."""
     _need_internals(out, layer)
+    assert out.context is not None  # _need_internals raised otherwise
     context = out.context[layer].unsqueeze(0).contiguous()  # (1, heads, seq, d_k), as the encoder holds it
-    B, H, T, d_k = context.shape  # noqa: N806
-    C = H * d_k  # noqa: N806
+    B, H, T, d_k = context.shape
+    C = H * d_k
     code_wrong = "context.transpose(1, 2).view(B, T, C)"
     code_right = "context.transpose(1, 2).contiguous().view(B, T, C)"
     moved = context.transpose(1, 2)
@@ -132,6 +134,7 @@ class MaskedRowDemo:
 def masked_row_nan(out: EncoderOutput, layer: int, head: int, query: int) -> MaskedRowDemo:
     """Return one real score row with every key masked, soft-maxed after −inf and after finfo.min."""
     _need_internals(out, layer)
+    assert out.scores is not None  # _need_internals raised otherwise
     row = out.scores[layer, head, query].float()  # (k_pos,), Q·Kᵀ/√d_k before the mask
     hidden = torch.ones_like(row, dtype=torch.bool)  # a query that may see nothing (e.g. a padded query, causal)
     with_inf = torch.softmax(row.masked_fill(hidden, float("-inf")), dim=-1)
@@ -168,7 +171,7 @@ def wrong_mask(encoder: Encoder, text: str, text_b: str | None = None, show_rows
     if encoder.is_decoder:
         text_b = None
     first = encoder.encode(text, text_b, mask="causal")
-    T = first.seq  # noqa: N806
+    T = first.seq
     intended = masks.causal_keep(T)  # (q_pos, k_pos), True = may attend
     planted = intended.T.contiguous()  # torch.triu: each position sees itself and the FUTURE
     if encoder.is_decoder:

@@ -344,7 +344,7 @@ def _convention(
 ) -> tuple[str, Finding]:
     """Return (apparent convention, the convention finding)."""
     is_float = raw4.is_floating_point()
-    v = raw4.double() if raw4.dtype != torch.bool else None
+    v = raw4.double()
     has_nan = bool(torch.isnan(v).any()) if is_float else False
     zero_or_hard = bool(((v == 0) | (v <= masks.HARD_NEGATIVE)).all()) if is_float else False
     any_hard = bool((v <= masks.HARD_NEGATIVE).any()) if is_float else False
@@ -445,12 +445,13 @@ def _diagnose(
     elif len(exp.parts) == 1 and exp.named:
         kind, p = masks.parse_named(exp.parts[0])
         if kind in ("window", "prefix"):
-            for q in (int(p) - 1, int(p) + 1):  # type: ignore[arg-type]
+            assert p is not None  # window:W and prefix:P always carry their parameter
+            for q in (p - 1, p + 1):
                 if q >= 0:
                     other = f"{kind}:{q}"
-                    candidates.append(
-                        (masks.named_keep(other, T), Phrase("diag.off_by_one", {"name": other, "expect": name}))
-                    )
+                    off = masks.named_keep(other, T)
+                    if off is not None:
+                        candidates.append((off, Phrase("diag.off_by_one", {"name": other, "expect": name})))
             if not torch.equal(expected[0], expected[0].T):
                 candidates.append((expected.transpose(-1, -2), Phrase("diag.transposed")))
     for cand, phrase in candidates:
@@ -460,7 +461,8 @@ def _diagnose(
     first = int(torch.broadcast_to(keep, (B, keep.shape[1], T, T))[0, 0, 0].sum())
     named = ["causal", f"window:{max(first - 1, 0)}", f"prefix:{first}"]
     for other in named:
-        if other != name and same(masks.named_keep(other, T)):
+        other_keep = masks.named_keep(other, T)
+        if other != name and other_keep is not None and same(other_keep):
             return [Phrase("diag.is_named", {"name": other})]
     return []
 
@@ -584,8 +586,7 @@ def _behaviour(
     delta = torch.stack(deltas)  # (L, P, T)
     if not bool(torch.stack(frees).any()):
         return Finding("behaviour.skip", {"expect": exp.name}, "behaviour", "skip")
-    layer, i, where = np.unravel_index(int(delta.argmax()), tuple(delta.shape))
-    layer, i, where = int(layer), int(i), int(where)
+    layer, i, where = (int(n) for n in np.unravel_index(int(delta.argmax()), tuple(delta.shape)))
     change = float(delta[layer, i, where])
     per_plan = delta.amax(dim=(0, 2)).tolist()
     per_t = [{"item": b, "t": t, "max_change": m} for (b, _, t), m in zip(plans, per_plan, strict=True)]
@@ -621,28 +622,6 @@ def _behaviour(
     )
 
 
-def tokenize(enc: Encoder, texts: list[str], texts_b: list[str | None] | None = None):
-    """Return (ids, token types, attention_mask, tokens, notes) for a padded batch, as the encoder tokenizes it."""
-    if isinstance(texts, str):
-        texts = [texts]
-    if not texts:
-        raise InputError("no text to check the mask on")
-    settings.require("max_batch", len(texts), "a padded batch of this many sentences")
-    clean = [enc._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
-    clean_b = None
-    if texts_b is not None and any(b for b in texts_b):
-        if len(texts_b) != len(texts):
-            raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
-        clean_b = [enc._clean(t, f"second sentence {i + 1}", False) for i, t in enumerate(texts_b)]
-    batch, cut = enc._tokenize(clean, clean_b)  # type: ignore[arg-type]
-    ids = batch["input_ids"]
-    tokens = [
-        display_tokens(enc.tokenizer.convert_ids_to_tokens(row.tolist()), byte_level=enc.is_decoder) for row in ids
-    ]
-    notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(cut) if c]
-    return ids, batch["token_type_ids"], batch["attention_mask"], tokens, notes
-
-
 def check_mask(
     enc: Encoder,
     texts: list[str] | str,
@@ -660,9 +639,13 @@ def check_mask(
     """
     declared = masks.check_convention(convention)
     exp = parse_expect(expect)
-    ids, types, attention_mask, tokens, notes = tokenize(
-        enc, [texts] if isinstance(texts, str) else list(texts), texts_b
-    )
+    if not texts:
+        raise InputError("no text to check the mask on")
+    settings.require("max_batch", 1 if isinstance(texts, str) else len(texts), "a padded batch of this many sentences")
+    batch = enc.tokenize(texts, texts_b)
+    ids, types, attention_mask = batch.input_ids, batch.token_type_ids, batch.attention_mask
+    tokens = [display_tokens(row, byte_level=enc.is_decoder) for row in batch.tokens]  # readable in the report
+    notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(batch.cut) if c]
     B, T = ids.shape
     H, L = enc.config.n_heads, enc.config.n_layers
     real = attention_mask.bool()

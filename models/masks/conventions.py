@@ -109,9 +109,10 @@ def named_keep(spec: str, seq: int, device: torch.device | str | None = None) ->
         return None
     if kind == "causal":
         return causal_keep(seq, device)
+    assert p is not None  # window:W and prefix:P always carry their parameter
     if kind == "window":
-        return window_keep(seq, int(p), device)
-    return prefix_keep(seq, int(p), device)
+        return window_keep(seq, p, device)
+    return prefix_keep(seq, p, device)
 
 
 def combine(*keeps: torch.Tensor | None) -> torch.Tensor | None:
