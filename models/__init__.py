@@ -1,6 +1,8 @@
 """Our from-scratch BERT encoder and GPT-2 decoder, their weights, masks and analyses. torch only; transformers only to load weights."""
 
-from .bert import BertEncoder
+import warnings
+
+from .bert import BertModel
 from .config import BertConfig, GPT2Config
 from .encoder import Encoder, EncoderOutput, TruncationWarning
 from .errors import (
@@ -17,11 +19,20 @@ from .errors import (
 from .gpt2 import GPT2Model, KVCache
 from .weights import bundled_model_dir, load_encoder, load_model, spec_kind
 
+
+def __getattr__(name: str) -> object:
+    """`models.BertEncoder`, the whole model's old name, still works (transformers calls it BertModel)."""
+    if name == "BertEncoder":
+        warnings.warn("models.BertEncoder is now models.BertModel", DeprecationWarning, stacklevel=2)
+        return BertModel
+    raise AttributeError(f"module 'models' has no attribute {name!r}")
+
+
 __all__ = [
     "AttnVizError",
     "BudgetError",
     "BertConfig",
-    "BertEncoder",
+    "BertModel",
     "DeviceError",
     "Encoder",
     "EncoderOutput",

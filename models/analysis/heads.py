@@ -132,6 +132,14 @@ class Roles:
 # ---- per-head statistics --------------------------------------------------------------------------
 
 
+def row_entropy(p: torch.Tensor) -> torch.Tensor:
+    """Return the entropy −Σ p ln p of each row over the last axis, in nats (0·ln 0 = 0; docs/METRICS.md).
+
+    The one entropy of the project: the Heads page, the lecture's steps and troubleshooting all use it.
+    """
+    return torch.special.entr(p).sum(-1)
+
+
 def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     """Return each statistic of STATS per sentence and head, (batch, layers, heads), plus 'cls_entropy'.
 
@@ -148,8 +156,8 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     def row_mean(x: torch.Tensor, w: torch.Tensor = row_w) -> torch.Tensor:  # (B, L, H, q) → (B, L, H)
         return (x * w).sum(-1) / w.sum(-1).clamp_min(1)
 
-    row_entropy = -torch.special.xlogy(attn, attn).sum(-1)  # (B, L, H, T), 0·ln 0 = 0
-    entropy = row_mean(row_entropy)
+    rows_entropy = row_entropy(attn)  # (B, L, H, T)
+    entropy = row_mean(rows_entropy)
     log_n = torch.log(n.clamp_min(2))[:, None, None]
 
     # Shares of attention that land on classes of keys, in one matmul: (B, L, H, T, T) @ (B, 1, 1, T, m).
@@ -176,7 +184,7 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     first = row_mean(attn[..., 1:, 0], nb_w)
     # A decoder's row i sees i + 1 keys: normalise each row by its own ln(i + 1), rows i ≥ 1 (METRICS.md).
     seen = torch.arange(2, T + 1, device=attn.device, dtype=attn.dtype)  # i + 1 for i = 1 … T-1
-    entropy_norm_causal = row_mean(row_entropy[..., 1:] / torch.log(seen), nb_w)
+    entropy_norm_causal = row_mean(rows_entropy[..., 1:] / torch.log(seen), nb_w)
 
     return {
         "first": first,
@@ -192,7 +200,7 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
         "confidence": row_mean(attn.amax(-1)),
         "distance": distance,
         "block": block,
-        "cls_entropy": row_entropy[..., 0],
+        "cls_entropy": rows_entropy[..., 0],
     }
 
 
@@ -435,6 +443,7 @@ def _batched(attn: torch.Tensor, real: torch.Tensor | None) -> tuple[torch.Tenso
 
 def cluster_order(dist: np.ndarray) -> list[int]:
     """Return the leaf order of average-linkage hierarchical clustering on a symmetric distance matrix."""
+    # scipy here, not at the top: only the map of heads needs it, and importing it costs ~0.3 s at startup.
     from scipy.cluster.hierarchy import leaves_list, linkage
     from scipy.spatial.distance import squareform
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..analysis.heads import row_entropy
 from ..bert import Layer, SelfAttention
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
@@ -77,8 +78,8 @@ SOURCE = {
     "transpose": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
     "dot": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
     "scale": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
-    "mask": "fill = torch.finfo(scores.dtype).min\n"
-    "scores = scores.masked_fill(~keep, fill) if record is not None else scores.masked_fill_(~keep, fill)",
+    "mask": "value = torch.finfo(scores.dtype).min if fill is None else fill\n"
+    "scores = scores.masked_fill(~keep, value) if record is not None else scores.masked_fill_(~keep, value)",
     "softmax": "probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, q_pos, k_pos)",
     "weighted_sum": "context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)",
     "concat": "out = context.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d_model)",
@@ -153,6 +154,8 @@ class HeadSteps:
     head_share: np.ndarray  # [d_model] this head's part of output: context @ W_o[:, head's columns]ᵀ
     head_map: np.ndarray  # [q_pos, k_pos] this head's whole map
     keep_map: np.ndarray  # [q_pos, k_pos] bool, the mask the encoder applied (True = may attend)
+    entropy: float  # of the query's attention row (probs), nats
+    entropy_unscaled: float  # of the same row without the /√d_k (probs_unscaled), nats
     errors: dict[str, float] = field(default_factory=dict)  # max |ours − encoder's| per checked tensor
     kind: str = "encoder"  # "decoder": the steps of a GPT-2 block (DECODER_CODE / DECODER_SOURCE, models/gpt2.py)
 
@@ -289,6 +292,8 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
         head_share=_np(context[0, hd, i] @ W_o.weight[:, cols].T),
         head_map=_np(probs[0, hd]),
         keep_map=out.keep.numpy().astype(bool).copy(),
+        entropy=float(row_entropy(probs[0, hd, i])),
+        entropy_unscaled=float(row_entropy(unscaled[0, hd, i])),
         errors=errors,
     )
 
@@ -373,6 +378,8 @@ def _decoder_head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: 
         head_share=_np(context[0, hd, i] @ attn.c_proj.weight[:, cols].T),
         head_map=_np(probs[0, hd]),
         keep_map=keep_map,
+        entropy=float(row_entropy(probs[0, hd, i])),
+        entropy_unscaled=float(row_entropy(unscaled[0, hd, i])),
         errors=errors,
         kind="decoder",
     )
@@ -403,11 +410,6 @@ def _row_view(linear: torch.nn.Linear, rows: slice) -> torch.nn.Linear:
     part.weight = torch.nn.Parameter(linear.weight[rows], requires_grad=False)
     part.bias = torch.nn.Parameter(linear.bias[rows], requires_grad=False)
     return part
-
-
-def _row_entropy(p: torch.Tensor) -> torch.Tensor:
-    """Return the mean over query rows of −Σ p ln p (0·ln 0 = 0) for maps (..., q_pos, k_pos)."""
-    return -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1).mean(-1)
 
 
 @torch.no_grad()
@@ -466,6 +468,6 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
         params_per_head=per_head[0],
         params_w_o=w_o,
         output_change=float((out_single - out_heads).norm() / out_heads.norm().clamp_min(1e-12)),
-        single_entropy=float(_row_entropy(single[0])),
-        heads_entropy=_np(_row_entropy(maps)),
+        single_entropy=float(row_entropy(single[0]).mean(-1)),
+        heads_entropy=_np(row_entropy(maps).mean(-1)),
     )

@@ -36,11 +36,6 @@ def _need_internals(out: EncoderOutput, layer: int) -> None:
         raise InputError(f"layer {layer} does not exist: this model has layers 0–{out.n_layers - 1}")
 
 
-def _entropy(p: torch.Tensor) -> torch.Tensor:
-    """Return −Σ_j p ln p over the last axis (0·ln 0 = 0), in nats."""
-    return -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
-
-
 def _real_rows(out: EncoderOutput) -> torch.Tensor:
     """Return (q_pos,) bool: query rows that are real tokens (METRICS: padded rows are dropped)."""
     return out.padding.bool()
@@ -73,7 +68,7 @@ def scaling_effect(out: EncoderOutput, layer: int, head: int = 0, query: int = 0
     for logits in (dots / math.sqrt(d_k), dots):
         p = torch.softmax(logits.masked_fill(~keep, torch.finfo(logits.dtype).min), dim=-1)
         visible = logits.masked_select(keep.expand_as(logits)).view(logits.shape[0], -1)
-        stats.append((p.max(-1).values[:, rows].mean(-1), _entropy(p)[:, rows].mean(-1), visible.std(-1)))
+        stats.append((p.max(-1).values[:, rows].mean(-1), heads.row_entropy(p)[:, rows].mean(-1), visible.std(-1)))
         probs.append(p)
     return ScalingEffect(
         d_k=int(d_k),

@@ -28,14 +28,14 @@ import numpy as np
 import torch
 
 from .. import settings
-from ..encoder import Encoder
+from ..bert import BertModel
+from ..encoder import PARITY_TOLERANCE, Encoder
 from ..errors import InputError, MaskError
+from ..gpt2 import GPT2Model
 from ..tokens import display_tokens
 from . import conventions as masks
 from .sources import resolve
 
-STATUSES = ("pass", "fail", "warn", "info", "skip")
-CHECKS = ("shape", "convention", "leaks", "over", "rows", "behaviour", "mass")
 EXPECT_HELP = "causal, bidirectional, padding, window:W, prefix:P (or two joined with +, e.g. causal+padding)"
 N_EXAMPLES = 5  # positions listed per finding
 PERTURB_TOKENS = 2048  # token budget of the behavioural test's batch (perturbed copies × seq)
@@ -74,8 +74,8 @@ EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
     ),
 }
 
-# English for every message code; the page has the same codes, with the same {placeholders}, in
-# ui/locales/<lang>/masks.toml under [masks.msg] (tests/test_masks_page.py holds them together).
+# English for every message code, the CLI's and the page's (ui.i18n serves these as masks.msg.<code>); the
+# Chinese, with the same {placeholders}, is in ui/locales/zh/masks.toml (tests/app/test_masks_page.py).
 MESSAGES: dict[str, str] = {
     "verdict.pass": "PASS: this is a correct {expect} mask in the {declared} convention.",
     "verdict.fail": "FAIL: this is not a correct {expect} mask in the {declared} convention: {n_failed} of {n_checks} checks fail.",
@@ -162,8 +162,8 @@ class Phrase:
 class Finding(Phrase):
     """One check's outcome: status (pass, fail, warn, info, skip), the message, machine-readable evidence."""
 
-    check: str = ""
-    status: str = "info"
+    check: str = ""  # shape, convention, leaks, over, rows, behaviour or mass
+    status: str = "info"  # pass, fail, warn, info or skip
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -467,46 +467,24 @@ def _diagnose(
     return []
 
 
-def _run_layers(model: Any, ids: torch.Tensor, types: torch.Tensor, keep: torch.Tensor | None, neg_inf: bool = False):
-    """Return every layer's output (list of (B, T, d_model)) and, with neg_inf, NaN rows per layer (B, H, T).
+def _run_layers(
+    model: BertModel | GPT2Model,
+    ids: torch.Tensor,
+    types: torch.Tensor,
+    keep: torch.Tensor | None,
+    fill: float | None = None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Return every layer's output (list of (B, T, d_model)) and NaN query rows per layer (list of (B, H, T)).
 
-    neg_inf runs the tutorial's attention — `scores.masked_fill(mask == 0, float('-inf'))` then softmax — with our
-    encoder's own weights, to show what -inf does to a row with no visible key. Without it, this is our encoder.
+    The model's own layers, one at a time so that only one layer's maps live at once. fill is the score of
+    hidden cells: None for our finfo.min, float("-inf") for the tutorial's `masked_fill(mask == 0, -inf)`, to
+    show what -inf does to a row with no visible key.
     """
     x = model.embed(ids, types)
     outs, nan_rows = [], []
     for layer in model.layers:
-        if not neg_inf:
-            x, _ = layer(x, keep)
-        elif hasattr(layer, "attn"):  # a GPT-2 block: pre-LN, its own tril ANDed with keep, -inf as the tutorial
-            att = layer.attn
-            h = layer.ln_1(x)
-            B, T, C = h.size()  # batch, seq, d_model
-            q, k, v = att.c_attn(h).split(C, dim=2)
-            q = q.view(B, T, att.n_heads, att.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-            k = k.view(B, T, att.n_heads, att.d_k).transpose(1, 2)
-            v = v.view(B, T, att.n_heads, att.d_k).transpose(1, 2)
-            scores = torch.matmul(q, k.transpose(-2, -1)) * att.scale  # (B, nh, q_pos, k_pos)
-            allowed = att.bias[:T, :T] if keep is None else att.bias[:T, :T] & keep
-            probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")).float(), dim=-1)
-            nan_rows.append(torch.isnan(probs).any(-1))  # (B, nh, T)
-            context = torch.matmul(probs.to(v.dtype), v).transpose(1, 2).contiguous().view(B, T, C)
-            x = x + att.c_proj(context)
-            x = x + layer.mlp(layer.ln_2(x))
-        else:
-            att = layer.attention.self
-            B, T, C = x.size()  # batch, seq, d_model
-            q = att.query(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-            k = att.key(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)
-            v = att.value(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)
-            scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(att.d_k)  # (B, nh, q_pos, k_pos)
-            if keep is not None:
-                scores = scores.masked_fill(~keep, float("-inf"))
-            probs = torch.softmax(scores.float(), dim=-1)
-            nan_rows.append(torch.isnan(probs).any(-1))  # (B, nh, T)
-            context = torch.matmul(probs.to(v.dtype), v).transpose(1, 2).contiguous().view(B, T, C)
-            h = layer.attention.output(context, x)
-            x = layer.output(layer.intermediate(h), h)
+        x, probs = layer(x, keep, fill=fill)
+        nan_rows.append(torch.isnan(probs).any(-1))  # (B, nh, T)
         outs.append(x)
     return outs, nan_rows
 
@@ -594,7 +572,7 @@ def _behaviour(
     b = plans[i][0]
     kinds = {p[2] is None for p in plans}
     what = Phrase("what.both" if len(kinds) == 2 else "what.padding" if True in kinds else "what.after")
-    tol = 1e-5 if enc.dtype == torch.float32 else 1e-2
+    tol = PARITY_TOLERANCE if enc.dtype == torch.float32 else 1e-2
     data = {
         "max_change": change,
         "tolerance": tol,
@@ -730,7 +708,9 @@ def check_mask(
     rows_data: dict[str, Any] = {"empty_rows": int(empty.sum()), "empty_real_rows": int(empty_real.sum())}
     if bool(empty.any()):
         with torch.inference_mode():
-            outs, nan_rows = _run_layers(enc.model, ids.to(enc.device), types.to(enc.device), keep_dev, neg_inf=True)
+            outs, nan_rows = _run_layers(
+                enc.model, ids.to(enc.device), types.to(enc.device), keep_dev, fill=float("-inf")
+            )
         nan_out = int((torch.isnan(outs[-1].float()).any(-1).cpu() & real).sum())
         n_nan_rows = int(sum(int(r.sum()) for r in nan_rows))
         ours_finite = bool(torch.isfinite(attentions).all())
