@@ -105,7 +105,7 @@ DECODER_SOURCE = {
     "dot": "scores = torch.matmul(q * self.scale, k.transpose(-2, -1), out=probs_out if in_place else None)",
     "scale": "scores = torch.matmul(q * self.scale, k.transpose(-2, -1), out=probs_out if in_place else None)",
     "mask": "allowed = self.bias[start : start + T, :S] if causal is None else causal[start : start + T, :S]\n"
-    "scores = scores.masked_fill(~allowed, fill) if record is not None else scores.masked_fill_(~allowed, fill)",
+    "scores = scores.masked_fill(~allowed, value) if record is not None else scores.masked_fill_(~allowed, value)",
     "softmax": "probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, T, S)",
     "weighted_sum": "context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)",
     "concat": "out = context.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d_model): heads concatenated",
