@@ -17,7 +17,17 @@ import torch
 from .. import settings
 from ..errors import MaskError
 from ..files import read_user_file
-from .conventions import _WORD, MASK_FILE_SUFFIXES, MAX_ELEMENTS, NAMED_MASKS, as_tensor, is_named, named_keep
+from .conventions import (
+    _PARAM,
+    _WORD,
+    MASK_FILE_SUFFIXES,
+    MAX_ELEMENTS,
+    NAMED_MASKS,
+    as_tensor,
+    is_named,
+    named_keep,
+    parse_named,
+)
 from .expressions import evaluate
 
 # ---- loading ----------------------------------------------------------------------------------------
@@ -171,6 +181,8 @@ def resolve(
     s = source.strip()
     if looks_like_file(s):
         return load_mask_file(s), "file"
+    if _PARAM.fullmatch(s.lower()):
+        parse_named(s)  # says why a window:W / prefix:P is refused (a 25-digit W), rather than "unknown mask"
     if is_named(s):
         keep = named_keep(s, seq)
         return (torch.ones(seq, seq, dtype=torch.bool) if keep is None else keep), "named"
