@@ -17,7 +17,7 @@ from .errors import (
     UnsupportedArchitectureError,
 )
 from .gpt2 import GPT2Model, KVCache
-from .weights import bundled_model_dir, load_encoder, load_model
+from .weights import bundled_model_dir, load_encoder, load_model, spec_kind
 
 
 def __getattr__(name: str) -> object:
@@ -49,4 +49,5 @@ __all__ = [
     "bundled_model_dir",
     "load_encoder",
     "load_model",
+    "spec_kind",
 ]
