@@ -6,7 +6,7 @@ import streamlit as st
 import torch
 
 from models import AttnVizError, Encoder, EncoderOutput
-from models.masks import parse_named
+from models.masks import Expectation, parse_expectation
 
 from . import cache, presentation, state
 from .i18n import LANGUAGES
@@ -14,7 +14,8 @@ from .state import EXAMPLES, t
 
 MODEL_CHOICES = ("minilm", "bert-base-uncased", "bert-base-chinese", "random:minilm", "random:bert-base", "random:tiny")
 CUSTOM = "custom"
-MASK_KINDS = ("bidirectional", "causal", "window", "prefix")
+MASK_KINDS = ("bidirectional", "causal", "window", "prefix", "chunk")
+CUSTOM_MASK = "composed"
 
 
 def _apply_example() -> None:
@@ -50,32 +51,50 @@ def _model_picker() -> None:
 
 
 def _mask_picker() -> None:
-    kind, param = parse_named(state.get("mask")) if _valid_mask(state.get("mask")) else ("bidirectional", None)
+    """Pick a mask: a single kind with its number, or any composed expectation typed out (causal+window:3).
+
+    One grammar (models.masks.expectations) for the picker, --mask, --expect and encode(mask=...).
+    """
+    current = state.get("mask")
+    exp = _parsed(current)
+    terms = exp.terms if exp is not None else ()
+    single = len(terms) <= 1 and all(t.kind in MASK_KINDS for t in terms)
+    kind = (terms[0].kind if terms else "bidirectional") if single else CUSTOM_MASK
     if "mask_kind" not in st.session_state:
         st.session_state["mask_kind"] = kind
     kind = st.selectbox(
         t("sidebar.mask"),
-        MASK_KINDS,
+        (*MASK_KINDS, CUSTOM_MASK),
         key="mask_kind",
         format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
         help=t("sidebar.mask_help"),
     )
-    if kind in ("window", "prefix"):
+    if kind in ("window", "prefix", "chunk"):
         pkey = f"mask_{kind}"
         if pkey not in st.session_state:
-            st.session_state[pkey] = param if param is not None else (2 if kind == "window" else 4)
-        value = st.number_input(t(f"sidebar.mask_param.{kind}"), min_value=0, max_value=511, step=1, key=pkey)
+            param = terms[0].value if single and terms and terms[0].kind == kind else None
+            st.session_state[pkey] = param if isinstance(param, int) else {"window": 2, "prefix": 4, "chunk": 4}[kind]
+        low = 1 if kind == "chunk" else 0
+        value = st.number_input(t(f"sidebar.mask_param.{kind}"), min_value=low, max_value=511, step=1, key=pkey)
         st.session_state["mask"] = f"{kind}:{int(value)}"
+    elif kind == CUSTOM_MASK:
+        if "mask_custom" not in st.session_state:
+            st.session_state["mask_custom"] = current if exp is not None and not single else "causal+window:3"
+        typed = st.text_input(t("sidebar.mask_custom"), key="mask_custom", help=t("sidebar.mask_custom_help"))
+        try:
+            st.session_state["mask"] = parse_expectation(typed).name
+        except AttnVizError as err:
+            st.error(t("sidebar.mask_custom_bad", reason=str(err)))
+            st.session_state["mask"] = "bidirectional"
     else:
         st.session_state["mask"] = kind
 
 
-def _valid_mask(spec: str) -> bool:
+def _parsed(spec: object) -> Expectation | None:
     try:
-        parse_named(spec)
-        return True
+        return parse_expectation(spec if isinstance(spec, str) else "", allow_empty=True)
     except AttnVizError:
-        return False
+        return None
 
 
 def render() -> None:

@@ -21,10 +21,11 @@ import numpy as np
 import torch
 
 from ..errors import MaskError
+from .expectations import is_expectation
+from .expectations import parse as parse_expectation
 
-NAMED_MASKS = ("bidirectional", "causal", "window:W", "prefix:P")
-_PARAM = re.compile(r"^(window|prefix):(\d+)$")
-_WORD = re.compile(r"[A-Za-z_][\w-]*(:[\w-]*)?")
+NAMED_MASKS = ("bidirectional", "causal", "window:W", "prefix:P", "chunk:C", "docs:L1,L2,…", "padding")
+_WORD = re.compile(r"[A-Za-z_][\w-]*(:[\w,-]*)?(\s*\+\s*[A-Za-z_][\w-]*(:[\w,-]*)?)*")
 
 CONVENTIONS = ("keep", "drop", "additive")
 CONVENTION_HELP = {
@@ -75,38 +76,18 @@ def prefix_keep(seq: int, prefix: int, device: torch.device | str | None = None)
     return keep  # …and causality holds after it (row i < p sees only the prefix, which includes itself)
 
 
-def parse_named(spec: str) -> tuple[str, int | None]:
-    """Return (kind, parameter) for 'bidirectional', 'causal', 'window:W' or 'prefix:P'."""
-    s = spec.strip().lower()
-    if s in ("bidirectional", "none", "full", ""):
-        return "bidirectional", None
-    if s == "causal":
-        return "causal", None
-    m = _PARAM.match(s)
-    if m:
-        return m.group(1), int(m.group(2))
-    raise MaskError(f"unknown mask {spec!r}: use one of {', '.join(NAMED_MASKS)}")
-
-
 def is_named(spec: str) -> bool:
-    """Return True when spec names a built-in mask ('causal', 'window:2', …)."""
-    try:
-        parse_named(spec)
-    except MaskError:
-        return False
-    return True
+    """Return True when spec is an expectation ('causal', 'window:2', 'causal+chunk:4', …), not a file or expression."""
+    return is_expectation(spec)
 
 
 def named_keep(spec: str, seq: int, device: torch.device | str | None = None) -> torch.Tensor | None:
-    """Return the (seq, seq) keep mask a name stands for; None for bidirectional (nothing hidden)."""
-    kind, p = parse_named(spec)
-    if kind == "bidirectional":
-        return None
-    if kind == "causal":
-        return causal_keep(seq, device)
-    if kind == "window":
-        return window_keep(seq, int(p), device)
-    return prefix_keep(seq, int(p), device)
+    """Return the (seq, seq) keep mask an expectation stands for by position; None when it hides nothing so.
+
+    `padding` adds nothing here: padded keys come from the tokenizer's attention_mask, which the encoder always
+    applies. The grammar is models.masks.expectations (one parser for --mask, --expect and the sidebar).
+    """
+    return parse_expectation(spec, allow_empty=True).position_keep(seq, device)
 
 
 def combine(*keeps: torch.Tensor | None) -> torch.Tensor | None:

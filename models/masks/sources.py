@@ -13,7 +13,9 @@ import numpy as np
 import torch
 
 from ..errors import MaskError
-from .conventions import _WORD, MASK_FILE_SUFFIXES, MAX_FILE_BYTES, NAMED_MASKS, as_tensor, is_named, named_keep
+from .conventions import _WORD, MASK_FILE_SUFFIXES, MAX_FILE_BYTES, as_tensor, is_named
+from .expectations import EXPECT_HELP
+from .expectations import parse as parse_expectation
 from .expressions import evaluate
 
 # ---- loading ----------------------------------------------------------------------------------------
@@ -123,11 +125,18 @@ def resolve(
     if looks_like_file(s):
         return load_mask_file(s), "file"
     if is_named(s):
-        keep = named_keep(s, seq)
-        return (torch.ones(seq, seq, dtype=torch.bool) if keep is None else keep), "named"
-    if _WORD.fullmatch(s) and s != "attention_mask":  # a lone word can only be a misspelt name
-        raise MaskError(
-            f"unknown mask {s!r}: use one of {', '.join(NAMED_MASKS)}, a .npy/.npz/.pt file, or an expression "
-            "over seq such as torch.tril(torch.ones(seq, seq))"
-        )
+        exp = parse_expectation(s)
+        if exp.padding and attention_mask is not None:
+            return exp.keep(seq, attention_mask.bool())[:, None], "named"  # (batch, 1, q_pos, k_pos)
+        return exp.keep(seq), "named"
+    if _WORD.fullmatch(s) and s != "attention_mask":  # words joined by + can only be a misspelt expectation
+        try:
+            parse_expectation(s)
+        except MaskError as err:
+            if "unknown expectation" not in str(err):
+                raise
+            raise MaskError(
+                f"unknown mask {s!r}: use {EXPECT_HELP}, a .npy/.npz/.pt file, or an expression over seq such as "
+                "torch.tril(torch.ones(seq, seq))"
+            ) from None
     return evaluate(s, seq=seq, batch=batch, heads=heads, attention_mask=attention_mask), "expression"
