@@ -32,7 +32,7 @@ from ui.heads_view import (
     table_section,
 )
 from ui.sidebar import current_encoder
-from ui.state import t
+from ui.state import Selection, t
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "corpus_en.txt"
 MAX_LINES = 2000  # the app's limit; the CLI takes any length
@@ -40,28 +40,26 @@ MAX_LINES = 2000  # the app's limit; the CLI takes any length
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def corpus_report(
-    spec: str, device: str, dtype: str, mask: str, lines: tuple[tuple[str, str | None], ...], _label: str = ""
+    sel: Selection, lines: tuple[tuple[str, str | None], ...], _label: str = ""
 ) -> tuple[HeadReport, int, float]:
     """Return the corpus's HeadReport, how many lines were truncated, and the seconds it took (cached).
 
     The progress bar lives inside: a cached function may only touch elements it creates (on a cache hit
-    Streamlit replays them, and the bar is gone again at the end).
+    Streamlit replays them, and the bar is gone again at the end). sel: model and mask (`without_text()`).
     """
     start = time.perf_counter()
-    enc = cache.encoder(spec, device, dtype)
+    enc = cache.model(sel)
     with _progress_bar(_label) as progress:
-        report, truncated = analyse_corpus(enc, [Line(*ln) for ln in lines], mask=mask, progress=progress)
+        report, truncated = analyse_corpus(enc, [Line(*ln) for ln in lines], mask=sel.mask, progress=progress)
     return report, truncated, time.perf_counter() - start
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def corpus_head_importance(
-    spec: str, device: str, dtype: str, mask: str, lines: tuple[tuple[str, str | None], ...], _label: str = ""
-) -> Importance:
+def corpus_head_importance(sel: Selection, lines: tuple[tuple[str, str | None], ...], _label: str = "") -> Importance:
     """Return head importance over the corpus's first lines (cached per corpus and model), with a progress bar."""
-    enc = cache.encoder(spec, device, dtype)
+    enc = cache.model(sel)
     with _progress_bar(_label) as progress:
-        return corpus_importance(enc, [Line(*ln) for ln in lines], mask=mask, progress=progress)
+        return corpus_importance(enc, [Line(*ln) for ln in lines], mask=sel.mask, progress=progress)
 
 
 def _load_example() -> None:
@@ -116,9 +114,9 @@ def main() -> None:
     lines = _lines()
     if lines is None:
         return
-    spec, device, dtype, mask = state.get("model"), state.get("device"), state.get("dtype"), state.get("mask")
+    sel = state.selection().without_text()
     digest = hashlib.sha1("\n".join(f"{ln.text}\t{ln.text_b or ''}" for ln in lines).encode()).hexdigest()
-    key = (spec, device, dtype, mask, digest)
+    key = (*sel, digest)
     plain = tuple((ln.text, ln.text_b) for ln in lines)
     if st.button(t("corpus.run", n=len(lines)), type="primary", key="corpus_run"):
         st.session_state["corpus_key"] = key
@@ -127,9 +125,7 @@ def main() -> None:
         return
 
     try:
-        report, truncated, seconds = corpus_report(
-            spec, device, dtype, mask, plain, _label=t("corpus.running", n=len(lines))
-        )
+        report, truncated, seconds = corpus_report(sel, plain, _label=t("corpus.running", n=len(lines)))
     except AttnVizError as err:
         st.error(t("corpus.input_error", reason=str(err)))
         return
@@ -158,14 +154,14 @@ def main() -> None:
 
     imp = None
     if st.session_state.get("corpus_importance_key") == key:
-        imp = corpus_head_importance(spec, device, dtype, mask, plain, _label=t("heads.computing_importance"))
+        imp = corpus_head_importance(sel, plain, _label=t("heads.computing_importance"))
     table_section(report, imp)
     redundancy_section(report, "corpus")
 
     duplicates_section(report, "corpus")
     n = st.number_input(t("corpus.example_line"), 1, len(lines), 1, key="corpus_example_line")
     line = lines[int(n) - 1]
-    example = cache.encode(spec, device, dtype, line.text, line.text_b or "", mask)
+    example = cache.encode(sel._replace(text=line.text, text_b=line.text_b or ""))
     attn = example.attentions.numpy()
     pairs_section(
         report,

@@ -15,7 +15,7 @@ import streamlit as st
 
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout
-from ui import state
+from ui import controls, state
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.aggregate import token_bars
@@ -27,37 +27,15 @@ from viz.overlays import add_mask_overlay
 from viz.overview import Mosaic, overview_figure, render_mosaic
 from viz.select import PARTS, Part, narrow, part_of, renormalise
 
-VIEWS = ("overview", "layer", "head", "aggregate")
-PAGE_URL = {"view": "overview", "part": "all"}  # this page's own shareable selections (the sidebar's are in ui.state)
+VIEWS: tuple[str, ...] = (
+    state.URL["view"].allowed or ()
+)  # this page's own shareable selections ("view", "part") live in ui.state.URL
 WINDOW = 64  # head view: longer inputs open on a window of this many tokens
 LINES_MAX = 80  # the line view draws at most this many tokens per side
 JSON_MAX_VALUES = 4_000_000  # above this, the JSON download holds the selected layer only (NPZ always has all)
 
 
-# ---- URL and state ---------------------------------------------------------------------------------
-
-
-def _init_page_state() -> None:
-    """Fill this page's selections from the URL once, and keep them across reruns."""
-    for key, default in PAGE_URL.items():
-        allowed = VIEWS if key == "view" else PARTS
-        if key not in st.session_state:
-            raw = st.query_params.get(key)
-            st.session_state[key] = raw if raw in allowed else default
-        elif st.session_state[key] not in allowed:
-            st.session_state[key] = default
-        else:
-            st.session_state[key] = st.session_state[key]
-
-
-def _sync_page_url(is_pair: bool) -> None:
-    for key, default in PAGE_URL.items():
-        value = st.session_state.get(key, default) if key != "part" or is_pair else default
-        if value != default:
-            if st.query_params.get(key) != value:
-                st.query_params[key] = value
-        elif key in st.query_params:
-            del st.query_params[key]
+# ---- URL -------------------------------------------------------------------------------------------
 
 
 def _share_url() -> str:
@@ -75,22 +53,17 @@ def _share_url() -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query, ""))
 
 
-def _state_key() -> tuple:
-    """Return what identifies the current output in the cache (the sidebar's selections)."""
-    return tuple(state.get(k) for k in ("model", "device", "dtype", "text", "text_b", "mask"))
-
-
 # ---- cached computations (keyed by the sidebar's selections; the output itself is not hashed) --------
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _mosaic(_attn: np.ndarray, _keep: np.ndarray, _part: Part, key: tuple, part: str, scale: str) -> Mosaic:
+def _mosaic(_attn: np.ndarray, _keep: np.ndarray, _part: Part, key: state.Selection, part: str, scale: str) -> Mosaic:
     # The cut happens inside: on a cache hit no (layers, heads, seq, seq) copy is made.
     return render_mosaic(_part.cut(_attn), None if _keep.all() else _part.cut(_keep), scale=scale)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _rollout(_attn: np.ndarray, key: tuple) -> np.ndarray:
+def _rollout(_attn: np.ndarray, key: state.Selection) -> np.ndarray:
     return attention_rollout(_attn).numpy()
 
 
@@ -131,7 +104,7 @@ def _overview(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part
     scale = "map" if st.session_state.get("overview_per_map", False) else "sqrt"  # the toggle sits under the figure
     with st.spinner(t("explore.drawing")):
         started = time.perf_counter()
-        mosaic = _mosaic(attn, keep, part, _state_key(), st.session_state.get("part", "all"), scale)
+        mosaic = _mosaic(attn, keep, part, state.selection(), st.session_state.get("part", "all"), scale)
         fig = overview_figure(
             mosaic,
             selected=(layer, head),
@@ -271,7 +244,7 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
 
 def _aggregate_view(out: EncoderOutput, attn: np.ndarray, part: Part, layer: int) -> list:
     tokens = out.tokens
-    rolled = _rollout(attn, _state_key())  # (layers, seq, seq)
+    rolled = _rollout(attn, state.selection())  # (layers, seq, seq)
     mean = attn[layer].mean(axis=0)
     q_tok = [tokens[i] for i in part.rows]
     k_tok = [tokens[j] for j in part.cols]
@@ -324,8 +297,7 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
             format_func=lambda f: f.upper(),
             help=t("explore.image_format_help"),
         )
-        key = _state_key()
-        rolled = _rollout(attn, key)
+        rolled = _rollout(attn, state.selection())
         arrays = {
             "tokens": np.array(out.tokens, dtype=str),
             "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
@@ -409,7 +381,7 @@ def main() -> None:
     enc = current_encoder() if out is not None else None
     if out is None or enc is None:
         return
-    _init_page_state()
+    state.init("explore")
 
     c = enc.config
     st.caption(
@@ -424,16 +396,13 @@ def main() -> None:
             device=str(enc.device),
         )
     )
-    st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), c.n_layers - 1)
-    st.session_state["head"] = min(int(st.session_state.get("head", 0)), c.n_heads - 1)
     is_pair = bool(out.token_type_ids.any())
 
     cols = st.columns([5, 2, 2, 2] if is_pair else [5, 3, 3], gap="medium")
     view = cols[0].segmented_control(
         t("explore.view"), VIEWS, key="view", required=True, format_func=lambda v: t(f"explore.view_{v}")
     )
-    layer = cols[1].slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
-    head = cols[2].slider(t("common.head"), 0, c.n_heads - 1, key="head")
+    layer, head = controls.layer_head(cols[1], cols[2], c.n_layers, c.n_heads)
     if is_pair:
         cols[3].selectbox(
             t("explore.part"),
@@ -443,7 +412,7 @@ def main() -> None:
             help=t("explore.part_help"),
         )
     part = part_of(out.segments, st.session_state.get("part", "all") if is_pair else "all")
-    _sync_page_url(is_pair)
+    state.sync_url("explore", hidden=() if is_pair else ("part",))
 
     attn = out.attentions.numpy()  # (layers, heads, q_pos, k_pos) float32
     keep = out.keep.numpy()

@@ -16,7 +16,7 @@ from ui.heads_view import (
     table_section,
 )
 from ui.sidebar import current_encoder, current_output
-from ui.state import t
+from ui.state import Selection, t
 
 # Importance runs one pass per head (or 7 masked copies with a backward pass): automatic on a GPU, and on a
 # CPU up to this many multiply-adds (a few seconds on 2 cores); behind a button above it. MiniLM: up to
@@ -25,17 +25,15 @@ AUTO_IMPORTANCE_WORK = 1e11
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def head_report(spec: str, device: str, dtype: str, text: str, text_b: str, mask: str) -> HeadReport:
-    """Return statistics, labels and redundancy of the current text (numpy only, cached per selection)."""
-    out = cache.encode(spec, device, dtype, text, text_b, mask, True)
-    return analyse(out, cache.encoder(spec, device, dtype).device)
+def head_report(sel: Selection) -> HeadReport:
+    """Return statistics, labels and redundancy of the selection's text (numpy only, cached per selection)."""
+    return analyse(cache.encode(sel, True), cache.model(sel).device)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def importance(spec: str, device: str, dtype: str, text: str, text_b: str, mask: str) -> Importance:
-    """Return head importance of the current text with its removal curve (cached per selection)."""
-    out = cache.encode(spec, device, dtype, text, text_b, mask, False)
-    return head_importance(cache.encoder(spec, device, dtype), out)
+def importance(sel: Selection) -> Importance:
+    """Return head importance of the selection's text with its removal curve (cached per selection)."""
+    return head_importance(cache.model(sel), cache.encode(sel, False))
 
 
 def main() -> None:
@@ -45,16 +43,9 @@ def main() -> None:
     enc = current_encoder() if out is not None else None
     if out is None or enc is None:
         return
-    sel = (
-        state.get("model"),
-        state.get("device"),
-        state.get("dtype"),
-        (state.get("text") or "").strip(),
-        (state.get("text_b") or "").strip(),
-        state.get("mask"),
-    )
+    sel = state.selection()
     with st.spinner(t("heads.computing")):
-        report = head_report(*sel)
+        report = head_report(sel)
     c = enc.config
     st.caption(t("heads.facts", model=enc.name, layers=c.n_layers, heads=c.n_heads, tokens=out.seq))
 
@@ -63,7 +54,7 @@ def main() -> None:
     imp = None
     if wanted:
         with st.spinner(t("heads.computing_importance")):
-            imp = importance(*sel)
+            imp = importance(sel)
 
     labels_section(report)
     table_section(report, imp)

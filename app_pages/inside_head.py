@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from models.lecture.steps import STEP_KEYS, HeadSteps, OneVsMany
-from ui import lecture, presentation
+from ui import controls, lecture, presentation, state
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.lecture import attention_map, compare_bars, heads_grid, matrix_heatmap, token_bars, vector_strip
@@ -262,15 +262,8 @@ def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:
     """Draw the layer, head and query pickers into `where` (columns on the page, a popover on a slide)."""
     with where:
         lc, hc, qc = (st.container(),) * 3 if slide else st.columns([2, 2, 3])
-        layer = lc.slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
-        head = hc.slider(t("common.head"), 0, c.n_heads - 1, key="head")
-        query = qc.selectbox(
-            t("inside.query"),
-            list(range(out.seq)),
-            key="query",
-            format_func=lambda j: f"{j}: {out.tokens[j]}",
-            help=t("inside.query_help"),
-        )
+        layer, head = controls.layer_head(lc, hc, c.n_layers, c.n_heads)
+        query = controls.query(qc, out.tokens)
         if slide:
             st.session_state.setdefault("slide_height", SLIDE_HEIGHT)
             st.slider(
@@ -288,9 +281,7 @@ def main() -> None:
     if out is None or enc is None:
         return
     c = enc.config
-    st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), c.n_layers - 1)
-    st.session_state["head"] = min(int(st.session_state.get("head", 0)), c.n_heads - 1)
-    st.session_state["query"] = min(int(st.session_state.get("query", 0)), out.seq - 1)
+    controls.clamp(c.n_layers, c.n_heads, out.seq)  # the slide's settings label reads them before the widgets
     font = presentation.figure_font()
 
     if slide_mode:
@@ -305,9 +296,9 @@ def main() -> None:
         layer, head, query = _controls(popover, c, out, slide=True)
         key = SLIDES[step]
         with st.spinner(t("inside.computing")):
-            s = lecture.head_steps(lecture.selection(), layer, head, query, enc, out)
+            s = lecture.head_steps(state.selection(), layer, head, query, enc, out)
             if key in ("one_vs_many", "params"):
-                o = lecture.one_vs_many(lecture.selection(), layer, enc, out)
+                o = lecture.one_vs_many(state.selection(), layer, enc, out)
                 _one_vs_many(o, out.tokens, font, part="maps" if key == "one_vs_many" else "params")
             else:
                 _step(key, step + 1, s, font, slide=True)
@@ -328,7 +319,7 @@ def main() -> None:
     )
     layer, head, query = _controls(st.container(), c, out)
     with st.spinner(t("inside.computing")):
-        s = lecture.head_steps(lecture.selection(), layer, head, query, enc, out)
+        s = lecture.head_steps(state.selection(), layer, head, query, enc, out)
     check, ok = _check(s)
     (st.success if ok else st.warning)(check)
     for n, key in enumerate(STEP_KEYS, start=1):
@@ -336,7 +327,7 @@ def main() -> None:
             _step(key, n, s, font, slide=False)
     with st.container(border=True):
         with st.spinner(t("inside.computing")):
-            o = lecture.one_vs_many(lecture.selection(), layer, enc, out)
+            o = lecture.one_vs_many(state.selection(), layer, enc, out)
         _one_vs_many(o, out.tokens, font)
 
 

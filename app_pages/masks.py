@@ -7,7 +7,7 @@ import streamlit as st
 
 from models import AttnVizError
 from models.masks.checker import EXAMPLES, MaskReport, example_expect
-from ui import state
+from ui import controls, state
 from ui.mask_report import checked, show_report
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
@@ -130,11 +130,7 @@ def _figures(report: MaskReport) -> None:
             format_func=lambda b: t("masks.item_label", n=b + 1, pads=padded[b]),
         )
     L, H = report.attentions.shape[1], report.attentions.shape[2]
-    st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), L - 1)
-    st.session_state["head"] = min(int(st.session_state.get("head", 0)), H - 1)
-    a, b = st.columns(2)
-    layer = a.slider(t("common.layer"), 0, L - 1, key="layer")
-    head = b.slider(t("common.head"), 0, H - 1, key="head")
+    layer, head = controls.layer_head(*st.columns(2), L, H)
 
     tokens = report.tokens[item]
     weights = report.attentions[item, layer, head]
@@ -169,8 +165,8 @@ def main() -> None:
         return
 
     mask, file_name, convention, expect = _mask_inputs(out.seq)
-    text = (state.get("text") or "").strip()
-    text_b = (state.get("text_b") or "").strip()
+    sel = state.selection()
+    text, text_b = sel.text, sel.text_b
     texts, texts_b = [text], ([text_b] if text_b else None)
     if "padding" in expect:
         st.session_state.setdefault("mc_batch", DEFAULT_BATCH)
@@ -186,9 +182,7 @@ def main() -> None:
     try:
         with st.spinner(t("masks.checking")):
             report = checked(
-                state.get("model"),
-                state.get("device"),
-                state.get("dtype"),
+                sel.model_only(),
                 tuple(texts),
                 tuple(texts_b) if texts_b else None,
                 mask,

@@ -124,7 +124,8 @@ def _measured(font: int) -> None:
     seqs = [s for s in MEASURE_SEQS if s <= enc.max_tokens]
     left, right = st.columns([1, 3], vertical_alignment="bottom")
     batch = int(left.number_input(t("memory.batch"), min_value=1, max_value=64, step=1, key="mem_measure_batch"))
-    key = (state.get("model"), state.get("device"), state.get("dtype"), batch)
+    sel = state.selection().model_only()
+    key = (*sel, batch)
     # A callback, not the button's return value: the request survives a rerun between the click and this line.
     right.button(
         t("memory.measured.button", seqs=", ".join(map(str, seqs))),
@@ -138,9 +139,7 @@ def _measured(font: int) -> None:
                 if dev.type == "cuda":  # the CUDA allocator's own peak counter is exact in this process
                     found = memory.measure_curve(enc, seqs, batch)
                 else:  # this server reuses freed memory: measure in a fresh process
-                    found = memory.measure_curve_fresh(
-                        state.get("model"), state.get("device"), state.get("dtype"), seqs, batch
-                    )
+                    found = memory.measure_curve_fresh(sel.model, sel.device, sel.dtype, seqs, batch)
             except (memory.MemoryInputError, RuntimeError) as err:  # RuntimeError: out of memory
                 st.error(t("memory.measured.failed", reason=str(err).splitlines()[0]))
                 return

@@ -7,7 +7,7 @@ import streamlit as st
 
 from models import AttnVizError
 from models.lecture import memory, troubleshoot
-from ui import lecture, mask_report, presentation, state
+from ui import controls, lecture, mask_report, presentation, state
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.lecture import attention_map, compare_bars, heads_grid
@@ -102,18 +102,9 @@ def _demo_nan(out, layer: int, head: int, query: int) -> None:
 PLANTED_CAUSAL = "torch.triu(torch.ones(seq, seq, dtype=torch.bool))"
 
 
-def out_text() -> str:
-    return (state.get("text") or "").strip()
-
-
-def out_text_b() -> tuple[str, ...] | None:
-    b = (state.get("text_b") or "").strip()
-    return (b,) if b else None
-
-
 def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
     with st.spinner(t("trouble.demo.mask_running")):
-        d = lecture.wrong_mask(lecture.selection(), enc)
+        d = lecture.wrong_mask(state.selection(), enc)
     st.code(t("trouble.demo.mask_code"), language="python", wrap_lines=True)
     st.markdown(t("trouble.demo.mask_rows"))
     st.code("\n".join(d.mask_rows), language="text", wrap_lines=True)
@@ -140,12 +131,11 @@ def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
     st.markdown(t("trouble.demo.mask_verdict"))
     try:
         with st.spinner(t("trouble.demo.mask_running")):
+            sel = state.selection()
             report = mask_report.checked(
-                state.get("model"),
-                state.get("device"),
-                state.get("dtype"),
-                (out_text(),),
-                out_text_b(),
+                sel.model_only(),
+                (sel.text,),
+                (sel.text_b,) if sel.text_b else None,
                 PLANTED_CAUSAL,
                 "",
                 "keep",
@@ -270,19 +260,9 @@ def main() -> None:
     font = presentation.figure_font()
     st.subheader(t("trouble.live_title"))
     st.caption(t("trouble.live_intro", name=enc.name, tokens=out.seq))
-    st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), c.n_layers - 1)
-    st.session_state["head"] = min(int(st.session_state.get("head", 0)), c.n_heads - 1)
-    st.session_state["query"] = min(int(st.session_state.get("query", 0)), out.seq - 1)
     lc, hc, qc = st.columns([2, 2, 3])
-    layer = lc.slider(t("common.layer"), 0, c.n_layers - 1, key="layer")
-    head = hc.slider(t("common.head"), 0, c.n_heads - 1, key="head")
-    query = qc.selectbox(
-        t("inside.query"),
-        list(range(out.seq)),
-        key="query",
-        format_func=lambda j: f"{j}: {out.tokens[j]}",
-        help=t("inside.query_help"),
-    )
+    layer, head = controls.layer_head(lc, hc, c.n_layers, c.n_heads)
+    query = controls.query(qc, out.tokens)
 
     for n, r in enumerate(ROWS, start=1):
         with st.expander(f"{n}. {t(f'trouble.row.{r}.symptom')}", expanded=n == 1):

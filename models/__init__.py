@@ -5,16 +5,20 @@ from .config import BertConfig
 from .encoder import Encoder, EncoderOutput, TruncationWarning
 from .errors import (
     AttnVizError,
+    BudgetError,
     DeviceError,
     InputError,
     MaskError,
     ModelLoadError,
+    ModelNotAllowedError,
+    SettingsError,
     UnsupportedArchitectureError,
 )
 from .weights import bundled_model_dir, load_encoder
 
 __all__ = [
     "AttnVizError",
+    "BudgetError",
     "BertConfig",
     "BertEncoder",
     "DeviceError",
@@ -23,6 +27,8 @@ __all__ = [
     "InputError",
     "MaskError",
     "ModelLoadError",
+    "ModelNotAllowedError",
+    "SettingsError",
     "TruncationWarning",
     "UnsupportedArchitectureError",
     "bundled_model_dir",

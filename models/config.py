@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelLoadError, UnsupportedArchitectureError
+from .settings import check_model_shape
 
 # Activations BERT-family checkpoints name in `hidden_act`, mapped to torch's functional forms.
+CONFIG_MAX_BYTES = 1 << 20
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 
 
@@ -27,10 +29,16 @@ class BertConfig:
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
-        if self.d_model % self.n_heads:
-            raise ModelLoadError(
-                f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}: heads cannot split it"
-            )
+        # Sizes first, before anything is allocated: a config claiming 10⁹ layers or 0 heads stops here.
+        check_model_shape(
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            vocab_size=self.vocab_size,
+            max_positions=self.max_positions,
+            type_vocab_size=self.type_vocab_size,
+        )
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise UnsupportedArchitectureError(
                 f"activation {self.hidden_act!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
@@ -73,15 +81,19 @@ class BertConfig:
                 hidden_act=str(hf.get("hidden_act", "gelu")),
                 pad_token_id=int(hf.get("pad_token_id") or 0),
             )
-        except (KeyError, TypeError, ValueError) as err:
-            raise ModelLoadError(f"config.json is missing or has a bad field: {err}") from err
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
+            raise ModelLoadError(f"config.json is missing or has a bad field: {str(err)[:200]}") from err
 
     @classmethod
     def from_json(cls, path: str | Path) -> BertConfig:
         """Read a `config.json` file as written by `save_pretrained`."""
         try:
-            hf = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
+            with open(path, "rb") as f:  # a config is a few kB: never read more than 1 MB of whatever is there
+                raw = f.read(CONFIG_MAX_BYTES + 1)
+            if len(raw) > CONFIG_MAX_BYTES:
+                raise ModelLoadError(f"{path} is over {CONFIG_MAX_BYTES >> 20} MB: not a model's config.json")
+            hf = json.loads(raw.decode("utf-8"))
+        except (OSError, ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise ModelLoadError(f"cannot read {path}: {err}") from err
         if not isinstance(hf, dict):
             raise ModelLoadError(f"{path} is not a JSON object")

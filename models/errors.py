@@ -26,3 +26,15 @@ class InputError(AttnVizError):
 
 class MaskError(AttnVizError):
     """A mask has the wrong shape, dtype or values for this input."""
+
+
+class SettingsError(AttnVizError):
+    """An ATTENTION_LENS_* environment variable holds a value that cannot be used."""
+
+
+class BudgetError(InputError):
+    """A request would go over one of the operator's budgets (models.settings); the message names the budget."""
+
+
+class ModelNotAllowedError(ModelLoadError):
+    """A model outside the operator's ATTENTION_LENS_MODELS, or a custom one on a shared server without a list."""

@@ -26,6 +26,7 @@ from .device import resolve_device, resolve_dtype
 from .encoder import Encoder
 from .errors import ModelLoadError, UnsupportedArchitectureError
 from .mlm import MlmHead, has_mlm_head, port_mlm_head
+from .settings import check_model
 
 BUNDLED_ALIASES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "bundled")
 RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
@@ -250,6 +251,7 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
     if not isinstance(spec, str) or not spec.strip():
         raise ModelLoadError("no model given: use minilm, an HF id such as bert-base-uncased, a folder or random:tiny")
     spec = spec.strip()
+    check_model(spec)  # the operator's ATTENTION_LENS_MODELS, before anything is read
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     _quiet_transformers()

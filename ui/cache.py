@@ -1,7 +1,8 @@
 """Cached loaders. The model is a shared resource (never mutated after load); results are cached data.
 
-Every page gets the current EncoderOutput from `encode`, keyed by (model, device, dtype, text, text_b, mask,
-internals): switching pages never re-encodes, and a second session with the same text hits the cache.
+Every page gets the current EncoderOutput from `encode`, keyed by the sidebar's `Selection` (model, device, dtype,
+text, text_b, mask) and internals: switching pages never re-encodes, and a second session with the same text hits
+the cache. Keys are short tuples of strings; no array is ever hashed.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import streamlit as st
 
 from models import Encoder, EncoderOutput, load_encoder
 
+from .state import Selection
+
 
 @st.cache_resource(show_spinner=False, max_entries=3)
 def encoder(spec: str, device: str, dtype: str) -> Encoder:
@@ -17,10 +20,13 @@ def encoder(spec: str, device: str, dtype: str) -> Encoder:
     return load_encoder(spec, device=device, dtype=dtype)
 
 
+def model(sel: Selection) -> Encoder:
+    """Return the selection's loaded model."""
+    return encoder(sel.model, sel.device, sel.dtype)
+
+
 # A 512-token BERT-base result is ~150 MB of attention (~350 MB with internals): keep a handful, not dozens.
 @st.cache_data(show_spinner=False, max_entries=8)
-def encode(
-    spec: str, device: str, dtype: str, text: str, text_b: str, mask: str, internals: bool = False
-) -> EncoderOutput:
-    """Return the encoder's output for the text (internals adds Q, K, V, scores and context)."""
-    return encoder(spec, device, dtype).encode(text, text_b or None, mask=mask, internals=internals)
+def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
+    """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
+    return model(sel).encode(sel.text, sel.text_b or None, mask=sel.mask, internals=internals)

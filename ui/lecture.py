@@ -12,40 +12,27 @@ from models import Encoder, EncoderOutput
 from models.lecture import steps as steps_mod
 from models.lecture import troubleshoot
 
-from . import state
-
-
-def selection() -> tuple[str, str, str, str, str, str]:
-    """Return what the current EncoderOutput depends on: (model, device, dtype, text, text_b, mask)."""
-    return (
-        state.get("model"),
-        state.get("device"),
-        state.get("dtype"),
-        (state.get("text") or "").strip(),
-        (state.get("text_b") or "").strip(),
-        state.get("mask"),
-    )
+from .state import Selection
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def head_steps(
-    key: tuple, layer: int, head: int, query: int, _enc: Encoder, _out: EncoderOutput
+    key: Selection, layer: int, head: int, query: int, _enc: Encoder, _out: EncoderOutput
 ) -> steps_mod.HeadSteps:
-    """Return the step-by-step tensors of one head for one query (key: `selection()` of _out)."""
+    """Return the step-by-step tensors of one head for one query (key: the selection _out was encoded for)."""
     return steps_mod.head_steps(_enc, _out, layer, head, query)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def one_vs_many(key: tuple, layer: int, _enc: Encoder, _out: EncoderOutput) -> steps_mod.OneVsMany:
-    """Return the layer as its heads and as one head of width d_model (key: `selection()` of _out)."""
+def one_vs_many(key: Selection, layer: int, _enc: Encoder, _out: EncoderOutput) -> steps_mod.OneVsMany:
+    """Return the layer as its heads and as one head of width d_model (key: the selection _out was encoded for)."""
     return steps_mod.one_vs_many(_enc, _out, layer)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def wrong_mask(key: tuple, _enc: Encoder) -> troubleshoot.WrongMaskDemo:
+def wrong_mask(key: Selection, _enc: Encoder) -> troubleshoot.WrongMaskDemo:
     """Return the model run with the right causal mask and with a transposed one, for key's text."""
-    _, _, _, text, text_b, _ = key
-    return troubleshoot.wrong_mask(_enc, text, text_b or None)
+    return troubleshoot.wrong_mask(_enc, key.text, key.text_b or None)
 
 
 def shape(dims: tuple[int, ...]) -> str:

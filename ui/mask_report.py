@@ -10,7 +10,7 @@ from models.masks import load_mask_bytes
 from models.masks.checker import MaskReport, check_mask
 
 from . import cache
-from .state import t
+from .state import Selection, t
 
 # Material icons ship with Streamlit's own font: no emoji font needed on a lecture-hall machine.
 STATUS_ICON = {
@@ -24,9 +24,7 @@ STATUS_ICON = {
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def checked(
-    spec: str,
-    device: str,
-    dtype: str,
+    sel: Selection,
     texts: tuple[str, ...],
     texts_b: tuple[str, ...] | None,
     mask: str | bytes,
@@ -34,8 +32,11 @@ def checked(
     convention: str,
     expect: str,
 ) -> MaskReport:
-    """Return the checker's report (a resource, not data: it holds every layer's attention and is never mutated)."""
-    enc = cache.encoder(spec, device, dtype)
+    """Return the checker's report (a resource, not data: it holds every layer's attention and is never mutated).
+
+    sel names the model (pass `model_only()`: the texts and mask checked are the other arguments).
+    """
+    enc = cache.model(sel)
     source = load_mask_bytes(mask, file_name) if isinstance(mask, bytes) else mask
     return check_mask(enc, list(texts), source, convention, expect, list(texts_b) if texts_b else None)
 

@@ -131,19 +131,19 @@ def render() -> None:
 
 def current_encoder() -> Encoder | None:
     """Return the selected model, loading it with a spinner; on failure show why and return None."""
-    spec, device, dtype = state.get("model"), state.get("device"), state.get("dtype")
+    sel = state.selection()
     try:
-        with st.spinner(t("status.loading_model", model=spec)):
-            return cache.encoder(spec, device, dtype)
+        with st.spinner(t("status.loading_model", model=sel.model)):
+            return cache.model(sel)
     except AttnVizError as err:
-        st.error(t("status.model_failed", model=spec, reason=str(err)))
+        st.error(t("status.model_failed", model=sel.model, reason=str(err)))
         return None
 
 
 def current_output(internals: bool = False) -> EncoderOutput | None:
     """Return the current text's EncoderOutput (cached), or None after showing a friendly message."""
-    text = (state.get("text") or "").strip()
-    if not text:
+    sel = state.selection()
+    if not sel.text:
         st.info(t("status.empty_text"))
         return None
     enc = current_encoder()
@@ -151,15 +151,7 @@ def current_output(internals: bool = False) -> EncoderOutput | None:
         return None
     try:
         with st.spinner(t("status.encoding")):
-            out = cache.encode(
-                state.get("model"),
-                state.get("device"),
-                state.get("dtype"),
-                text,
-                (state.get("text_b") or "").strip(),
-                state.get("mask"),
-                internals,
-            )
+            out = cache.encode(sel, internals)
     except AttnVizError as err:
         st.error(t("status.encode_failed", reason=str(err)))
         return None

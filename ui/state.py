@@ -6,9 +6,12 @@ URL, then from DEFAULTS.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import streamlit as st
+
+from viz.select import PARTS
 
 from .i18n import DEFAULT_LANGUAGE, LANGUAGES
 
@@ -20,21 +23,34 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "chinese": ("小明把书递给小红，因为她明天要考试。", ""),
 }
 
-DEFAULTS: dict[str, Any] = {
-    "model": "minilm",
-    "device": "auto",
-    "dtype": "fp32",
-    "text": EXAMPLES["coreference"][0],
-    "text_b": "",
-    "mask": "bidirectional",
-    "lang": DEFAULT_LANGUAGE,
-    "layer": 0,
-    "head": 0,
-    "query": 0,  # query position in "Inside a head"
-    "step": 0,  # the step shown in presentation mode
-    "present": False,  # presentation mode: sidebar hidden, large fonts, one step per screen
+
+@dataclass(frozen=True)
+class UrlKey:
+    """One shareable selection: its default, the values a link may set (None: any of the default's type), its page."""
+
+    default: Any
+    allowed: tuple | None = None
+    page: str | None = None  # None: the sidebar's, read on every page; else only the named page reads and writes it
+
+
+# The one registry of URL keys: the sidebar's selections and each page's own. A link reopens exactly these.
+URL: dict[str, UrlKey] = {
+    "model": UrlKey("minilm"),
+    "device": UrlKey("auto"),
+    "dtype": UrlKey("fp32"),
+    "text": UrlKey(EXAMPLES["coreference"][0]),
+    "text_b": UrlKey(""),
+    "mask": UrlKey("bidirectional"),
+    "lang": UrlKey(DEFAULT_LANGUAGE, tuple(LANGUAGES)),
+    "layer": UrlKey(0),
+    "head": UrlKey(0),
+    "query": UrlKey(0),  # query position in "Inside a head"
+    "step": UrlKey(0),  # the step shown in presentation mode
+    "present": UrlKey(False),  # presentation mode: sidebar hidden, large fonts, one step per screen
+    "view": UrlKey("overview", ("overview", "layer", "head", "aggregate"), page="explore"),
+    "part": UrlKey("all", PARTS, page="explore"),
 }
-URL_KEYS = tuple(DEFAULTS)  # every selection is shareable
+DEFAULTS: dict[str, Any] = {k: u.default for k, u in URL.items()}
 
 
 def _parse(raw: str, default: Any) -> Any:
@@ -48,29 +64,78 @@ def _parse(raw: str, default: Any) -> Any:
     return raw
 
 
-def init() -> None:
-    """Fill missing selections from the URL, then defaults; keep page widgets' values across page switches."""
+def _keys(page: str | None) -> list[str]:
+    return [k for k, u in URL.items() if u.page == page]
+
+
+def init(page: str | None = None) -> None:
+    """Fill missing selections (the sidebar's, or one page's) from the URL, then defaults; keep widget values.
+
+    Call with no page once per run before the sidebar, and with a page's name before that page draws its widgets.
+    """
     params = st.query_params
-    for key, default in DEFAULTS.items():
+    for key in _keys(page):
+        spec = URL[key]
         if key not in st.session_state:
             raw = params.get(key)
-            st.session_state[key] = default if raw is None else _parse(raw, default)
-        else:
-            # Re-saving a widget-bound key stops Streamlit from dropping it when its page is not shown.
-            st.session_state[key] = st.session_state[key]
-    if st.session_state["lang"] not in LANGUAGES:
-        st.session_state["lang"] = DEFAULT_LANGUAGE
+            st.session_state[key] = spec.default if raw is None else _parse(raw, spec.default)
+        # Re-saving a widget-bound key stops Streamlit from dropping it when its page is not shown.
+        st.session_state[key] = st.session_state[key]
+        if spec.allowed is not None and st.session_state[key] not in spec.allowed:
+            st.session_state[key] = spec.default
 
 
-def sync_url() -> None:
-    """Write the selections that differ from the defaults into the URL (and drop the rest)."""
-    wanted = {k: str(st.session_state[k]) for k in URL_KEYS if st.session_state.get(k, DEFAULTS[k]) != DEFAULTS[k]}
-    current = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+def sync_url(page: str | None = None, hidden: tuple[str, ...] = ()) -> None:
+    """Write the selections (the sidebar's, or one page's) that differ from their defaults into the URL, drop the rest.
+
+    `hidden` names keys that do not apply to the current view: they leave the URL as if they were at their default.
+    """
+    keys = _keys(page)
+    wanted = {
+        k: str(st.session_state[k])
+        for k in keys
+        if k not in hidden and st.session_state.get(k, DEFAULTS[k]) != DEFAULTS[k]
+    }
+    current = {k: st.query_params.get(k) for k in keys if k in st.query_params}
     if wanted != current:
-        for k in URL_KEYS:
+        for k in keys:
             if k in st.query_params and k not in wanted:
                 del st.query_params[k]
         st.query_params.update(wanted)
+
+
+class Selection(NamedTuple):
+    """What a result depends on: the sidebar's model, device, dtype, text, pair text and mask.
+
+    The one key the caches take (a tuple of strings: Streamlit hashes it in microseconds, never the arrays).
+    """
+
+    model: str
+    device: str
+    dtype: str
+    text: str
+    text_b: str
+    mask: str
+
+    def model_only(self) -> Selection:
+        """Return the selection with no text and no mask: the key of what depends on the model alone."""
+        return self._replace(text="", text_b="", mask="")
+
+    def without_text(self) -> Selection:
+        """Return the selection with no text (model and mask): the key of analyses over other texts."""
+        return self._replace(text="", text_b="")
+
+
+def selection() -> Selection:
+    """Return the current sidebar selection (texts stripped)."""
+    return Selection(
+        get("model"),
+        get("device"),
+        get("dtype"),
+        (get("text") or "").strip(),
+        (get("text_b") or "").strip(),
+        get("mask"),
+    )
 
 
 def get(key: str) -> Any:

@@ -1,0 +1,236 @@
+"""The operator's settings and every budget, in one place: each value overridable by an `ATTENTION_LENS_*`
+environment variable, read by the app, the command line and the Python API alike.
+
+    ATTENTION_LENS_MODELS=minilm,bert-base-uncased ATTENTION_LENS_MAX_TEXT_CHARS=20000 streamlit run app.py ...
+
+Values are read from the environment when asked (`current()`), so an operator's variables (and a test's
+monkeypatch) apply without a re-import. A costly path calls `require(name, amount, what)` *before* it allocates;
+the BudgetError it raises names the budget that stopped it and how to raise it. Model configs are held to
+`check_model_shape` before any weight is allocated. Torch-free and streamlit-free: the lowest floor.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .errors import BudgetError, ModelLoadError, ModelNotAllowedError, SettingsError
+
+PREFIX = "ATTENTION_LENS_"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One numeric setting: its environment variable (PREFIX + key upper-cased), unit, default and bounds."""
+
+    key: str  # attribute of Settings, e.g. "max_text_chars"
+    default: float
+    unit: str
+    what: str  # README table's description
+    low: float = 1
+    high: float = 1e12
+    integer: bool = True
+
+    @property
+    def env(self) -> str:
+        return PREFIX + self.key.upper()
+
+
+BUDGETS: tuple[Budget, ...] = (
+    Budget("max_text_chars", 100_000, "characters", "one text (each sentence of a pair; each line of a batch)"),
+    Budget("max_corpus_tokens", 200_000, "tokens", "all lines of a corpus together (Corpus page, `stats --file`)"),
+    Budget("max_batch", 16, "sequences", "one padded batch (Masks page, memory measurement, `check-mask --text`)"),
+    Budget("max_upload_mb", 256, "MB", "one uploaded or read file after decompression (masks, attention files)"),
+    Budget("expr_mb", 512, "MB", "tensors alive at once inside one mask expression"),
+    Budget("expr_seconds", 2, "s", "CPU time of one mask expression", low=0.01, integer=False),
+    Budget("max_generate", 256, "tokens", "new tokens one generation may add"),
+    Budget("cache_mb", 2048, "MB", "all result caches of the app together, evicted by bytes"),
+    Budget("heavy_slots", 2, "computations", "heavy computations at once per server; others wait for a free slot"),
+)
+_BY_KEY = {b.key: b for b in BUDGETS}
+MODELS_ENV = PREFIX + "MODELS"
+
+# Sanity bounds on a model's config, checked before anything is allocated. Generous for every real BERT/GPT-2
+# checkpoint (bert-large: 24 layers, 16 heads, width 1024; GPT-2 XL: 48, 25, 1600; multilingual vocabularies
+# ~250k), far below what would take the server down.
+CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
+    "n_layers": (1, 128),
+    "n_heads": (1, 256),
+    "d_model": (1, 16_384),
+    "d_ff": (1, 65_536),
+    "vocab_size": (1, 1_000_000),
+    "max_positions": (1, 65_536),
+    "type_vocab_size": (0, 1_024),
+}
+MAX_PARAMS = 4_000_000_000  # about 16 GB in fp32: the estimate of a config's parameters must stay below
+
+
+@dataclass(frozen=True)
+class Settings:
+    models: tuple[str, ...] | None  # the operator's list; None = not set
+    max_text_chars: int
+    max_corpus_tokens: int
+    max_batch: int
+    max_upload_mb: int
+    expr_mb: int
+    expr_seconds: float
+    max_generate: int
+    cache_mb: int
+    heavy_slots: int
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return self.max_upload_mb << 20
+
+    @property
+    def expr_bytes(self) -> int:
+        return self.expr_mb << 20
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.cache_mb << 20
+
+
+def _read_budget(b: Budget, environ: Mapping[str, str]) -> float:
+    raw = environ.get(b.env, "").strip()
+    if not raw:
+        return int(b.default) if b.integer else float(b.default)
+    try:
+        value: float = int(raw) if b.integer else float(raw)
+    except ValueError:
+        kind = "a whole number" if b.integer else "a number"
+        raise SettingsError(f"{b.env} must be {kind} of {b.unit}, got {raw[:40]!r}") from None
+    if not b.low <= value <= b.high:
+        raise SettingsError(f"{b.env} must be between {b.low:g} and {b.high:g} {b.unit}, got {raw[:40]!r}")
+    return value
+
+
+def parse_models(raw: str | None) -> tuple[str, ...] | None:
+    """Return the operator's model list from ATTENTION_LENS_MODELS' text (comma-separated); None when unset."""
+    if raw is None or not raw.strip():
+        return None
+    specs = tuple(dict.fromkeys(s.strip() for s in raw.split(",") if s.strip()))
+    if not specs:
+        raise SettingsError(
+            f"{MODELS_ENV} lists no model: write specs separated by commas, e.g. minilm,bert-base-uncased"
+        )
+    return specs
+
+
+def current(environ: Mapping[str, str] | None = None) -> Settings:
+    """Return the settings in force now (the environment's, else the defaults). Raises SettingsError."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    values = {b.key: _read_budget(b, env) for b in BUDGETS}
+    return Settings(models=parse_models(env.get(MODELS_ENV)), **values)  # type: ignore[arg-type]
+
+
+def limit(key: str) -> float:
+    """Return one budget's value now, e.g. limit("max_batch")."""
+    return getattr(current(), key)
+
+
+def require(key: str, amount: float, what: str) -> None:
+    """Raise BudgetError when `amount` (in the budget's unit) is over budget `key`; call it before allocating."""
+    if amount > getattr(current(), key):
+        raise BudgetError(over_budget(key, amount, what))
+
+
+def over_budget(key: str, amount: float, what: str) -> str:
+    """Return the message for `what` needing `amount` where budget `key` allows less."""
+    b = _BY_KEY[key]
+    cap = getattr(current(), key)
+    return f"{what} needs {_fmt(amount)} {b.unit}; the budget {b.env} allows {_fmt(cap)} {b.unit}"
+
+
+def _fmt(x: float) -> str:
+    if isinstance(x, int) or float(x).is_integer():
+        n = int(x)
+        return f"{n:,}" if len(str(abs(n))) <= 30 else f"a {len(str(abs(n)))}-digit number of"
+    return f"{x:,.3g}"
+
+
+# ---- models ---------------------------------------------------------------------------------------------
+
+REFUSED_MODEL = "this server offers only the models its operator listed in ATTENTION_LENS_MODELS: {choices}"
+CUSTOM_OFF = (
+    "custom models are off on a shared server: this one listens beyond this computer and its operator has not set "
+    "ATTENTION_LENS_MODELS; choose a model from the list"
+)
+
+
+def is_loopback(address: str | None) -> bool:
+    """Return whether a server bound to `address` is reachable only from this computer.
+
+    None or "" is Streamlit's default: every interface, so not loopback.
+    """
+    if not address:
+        return False
+    a = address.strip().strip("[]").lower()
+    if a == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(a).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve beyond loopback
+
+
+def check_model(spec: str, *, presets: tuple[str, ...] = (), shared: bool = False) -> None:
+    """Refuse a model spec the operator did not allow, before anything is read from disk or the network.
+
+    With ATTENTION_LENS_MODELS set only its specs pass, and the refusal is one message, the same whether or not
+    a file or folder of that name exists. Without it everything passes, except on a shared server (`shared`:
+    it listens beyond loopback), where only `presets` (the app's own choices) do.
+    """
+    allowed = current().models
+    s = spec.strip() if isinstance(spec, str) else ""
+    if allowed is not None:
+        if s not in allowed:
+            raise ModelNotAllowedError(REFUSED_MODEL.format(choices=", ".join(allowed)))
+    elif shared and s not in presets:
+        raise ModelNotAllowedError(CUSTOM_OFF)
+
+
+def check_model_shape(
+    *,
+    n_layers: int,
+    n_heads: int,
+    d_model: int,
+    d_ff: int,
+    vocab_size: int,
+    max_positions: int,
+    type_vocab_size: int = 0,
+) -> None:
+    """Refuse a config whose sizes are out of bounds or inconsistent, before any weight is allocated."""
+    values = dict(
+        n_layers=n_layers,
+        n_heads=n_heads,
+        d_model=d_model,
+        d_ff=d_ff,
+        vocab_size=vocab_size,
+        max_positions=max_positions,
+        type_vocab_size=type_vocab_size,
+    )
+    for name, v in values.items():
+        lo, hi = CONFIG_BOUNDS[name]
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            shown = v if len(str(v)) <= 30 else f"a {len(str(v))}-digit number"
+            raise ModelLoadError(f"config.json: {name} is {shown}; a model here has {lo:,} to {hi:,}")
+    if d_model % n_heads:
+        raise ModelLoadError(
+            f"config.json: d_model {d_model} is not a multiple of n_heads {n_heads}: heads cannot split it"
+        )
+    params = vocab_size * d_model + max_positions * d_model + n_layers * (4 * d_model * d_model + 2 * d_model * d_ff)
+    if params > MAX_PARAMS:
+        raise ModelLoadError(
+            f"config.json describes about {params / 1e9:.1f} billion parameters; a model here has at most "
+            f"{MAX_PARAMS / 1e9:.0f} billion"
+        )
+
+
+def table() -> list[tuple[str, str, str, str]]:
+    """Return (variable, unit, default, what) rows for the README and `python -m models info --settings`."""
+    rows = [(MODELS_ENV, "specs, comma-separated", "unset", "the models the app may load")]
+    rows += [(b.env, b.unit, _fmt(b.default), b.what) for b in BUDGETS]
+    return rows
