@@ -90,14 +90,18 @@ def test_closure_over_layers():
 
 
 def test_neighbours_are_the_off_by_one_bugs():
-    names = [n for n, _ in parse("causal+window:3").neighbours(T)]
-    assert names == ["causal with the next token visible", "causal+window:2", "causal+window:4"]
-    assert [n for n, _ in parse("causal+docs:5,3,8").neighbours(T)][1:] == [
-        "causal+docs:4,4,8",
-        "causal+docs:6,2,8",
-        "causal+docs:5,2,9",
-        "causal+docs:5,4,7",
+    near = parse("causal+window:3").neighbours(T)
+    assert [(c, v.get("name")) for c, v, _ in near] == [
+        ("next_visible", None),
+        ("off_by_one", "causal+window:2"),
+        ("off_by_one", "causal+window:4"),
     ]
+    i, j = _grid(T)
+    assert torch.equal(near[0][2], (j <= i + 1) & ((i - j).abs() <= 3))
+    docs = [v["name"] for c, v, _ in parse("causal+docs:5,3,8").neighbours(T) if c == "off_by_one"]
+    assert docs == ["causal+docs:4,4,8", "causal+docs:6,2,8", "causal+docs:5,2,9", "causal+docs:5,4,7"]
+    shifted = [v for c, v, _ in parse("chunk:4").neighbours(T) if c == "chunk_shifted"]
+    assert shifted == [{"size": 4, "offset": 1}, {"size": 4, "offset": 2}, {"size": 4, "offset": 3}]
 
 
 def test_one_parser_for_mask_and_encoder(minilm):
