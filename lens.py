@@ -112,5 +112,5 @@ def show(
     """
     m = maps(attentions, tokens, k_tokens, item=item, mask=mask)
     for note in m.notes:
-        warnings.warn(note, AttentionNote, stacklevel=2)
+        warnings.warn(str(note), AttentionNote, stacklevel=2)
     return figure(m, view, layer, head, focus)

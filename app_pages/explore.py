@@ -15,8 +15,9 @@ import streamlit as st
 
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout
-from ui import controls, state
-from ui.sidebar import current_encoder, current_output
+from models.attention_file import AttentionMaps
+from ui import controls, source, state
+from ui.sidebar import current_encoder, current_maps
 from ui.state import t
 from viz.aggregate import token_bars
 from viz.export import IMAGE_FORMATS, figure_config, json_text, npz_bytes, standalone_html
@@ -26,6 +27,8 @@ from viz.lines import lines_figure
 from viz.overlays import add_mask_overlay
 from viz.overview import Mosaic, overview_figure, render_mosaic
 from viz.select import PARTS, Part, narrow, part_of, renormalise
+
+Maps = EncoderOutput | AttentionMaps  # a model's output or an attention file's maps: the same names
 
 VIEWS: tuple[str, ...] = (
     state.URL["view"].allowed or ()
@@ -100,11 +103,11 @@ def _open_from_overview() -> None:
             return
 
 
-def _overview(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
+def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
     scale = "map" if st.session_state.get("overview_per_map", False) else "sqrt"  # the toggle sits under the figure
     with st.spinner(t("explore.drawing")):
         started = time.perf_counter()
-        mosaic = _mosaic(attn, keep, part, state.selection(), st.session_state.get("part", "all"), scale)
+        mosaic = _mosaic(attn, keep, part, source.result_key(out), st.session_state.get("part", "all"), scale)
         fig = overview_figure(
             mosaic,
             selected=(layer, head),
@@ -122,7 +125,7 @@ def _overview(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part
     return [(t("explore.overview_title"), fig)]
 
 
-def _layer_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int) -> list:
+def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int) -> list:
     maps = part.cut(attn[layer])  # (heads, rows, cols)
     stacked = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])
     titles = [t("explore.head_short", head=h) for h in range(maps.shape[0])] + [t("explore.mean_short")]
@@ -139,8 +142,8 @@ def _layer_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Pa
     return [(t("explore.layer_title", layer=layer), fig)]
 
 
-def _head_options(out: EncoderOutput) -> tuple[bool, bool, bool, tuple[int, int]]:
-    n = out.seq
+def _head_options(out: Maps) -> tuple[bool, bool, bool, tuple[int, int]]:
+    n = max(np.shape(out.attentions)[-2:])  # the window runs over positions on both axes
     a, b, c = st.columns(3)
     hide = a.toggle(t("explore.hide_special"), key="hide_special", help=t("explore.hide_special_help"))
     renorm = b.toggle(
@@ -166,10 +169,10 @@ def _open_from_lines() -> None:
             return
 
 
-def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
+def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
     hide, renorm, log, (lo, hi) = _head_options(out)
-    tokens = out.tokens
-    shown = narrow(part, tokens, hide_special=hide, window=(lo, hi))
+    tokens, keys = out.tokens, source.key_tokens(out)
+    shown = narrow(part, tokens, hide_special=hide, window=(lo, hi), key_tokens=keys)
     if shown.empty:
         st.info(t("explore.nothing_in_window"))
         return []
@@ -178,14 +181,15 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
     if renorm:
         weights = renormalise(weights)
     q_tok = [tokens[i] for i in rows]
-    k_tok = [tokens[j] for j in cols]
+    k_tok = [keys[j] for j in cols]
     title = t("explore.head_title", layer=layer, head=head)
     fig = head_heatmap(weights, q_tok, title=title, key_tokens=k_tok, q_pos=rows, k_pos=cols, log=log, words=_words())
     sub_keep = shown.cut(keep)
     if not sub_keep.all():
         add_mask_overlay(fig, sub_keep, weights)
-    segments = np.asarray(out.segments)
-    add_segment_lines(fig, segments[rows], segments[cols])  # where sentence B starts, on each axis
+    if not source.is_cross(out):
+        segments = np.asarray(out.segments)
+        add_segment_lines(fig, segments[rows], segments[cols])  # where sentence B starts, on each axis
     focus = st.session_state.get("lines_focus", -1)  # set by the line view below (or its click callback)
     if isinstance(focus, int) and 0 <= focus < len(rows):
         fig.add_shape(
@@ -204,8 +208,9 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
         notes = [t("explore.head_note")]
         if hide:
             notes.append(t("explore.renormalised_note") if renorm else t("explore.not_renormalised_note"))
-        if lo > 0 or hi < out.seq:
-            notes.append(t("explore.window_note", lo=lo, hi=hi - 1, n=out.seq))
+        n = max(attn.shape[-2:])
+        if lo > 0 or hi < n:
+            notes.append(t("explore.window_note", lo=lo, hi=hi - 1, n=n))
         st.caption(" ".join(notes))
     with right:
         if len(rows) > LINES_MAX or len(cols) > LINES_MAX:
@@ -242,14 +247,21 @@ def _head_view(out: EncoderOutput, attn: np.ndarray, keep: np.ndarray, part: Par
     return figures
 
 
-def _aggregate_view(out: EncoderOutput, attn: np.ndarray, part: Part, layer: int) -> list:
-    tokens = out.tokens
-    rolled = _rollout(attn, state.selection())  # (layers, seq, seq)
+def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list:
+    tokens, keys = out.tokens, source.key_tokens(out)
     mean = attn[layer].mean(axis=0)
     q_tok = [tokens[i] for i in part.rows]
-    k_tok = [tokens[j] for j in part.cols]
-    left, right = st.columns(2, gap="medium")
+    k_tok = [keys[j] for j in part.cols]
     mean_title = t("explore.mean_title", layer=layer)
+    if attn.shape[-1] != attn.shape[-2] or source.is_cross(out):  # rollout chains square maps through layers
+        mean_fig = head_heatmap(
+            part.cut(mean), q_tok, title=mean_title, key_tokens=k_tok, q_pos=part.rows, k_pos=part.cols, words=_words()
+        )
+        _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
+        st.info(t("source.no_rollout"))
+        return [(mean_title, mean_fig)]
+    rolled = _rollout(attn, source.result_key(out))  # (layers, seq, seq)
+    left, right = st.columns(2, gap="medium")
     roll_title = t("explore.rollout_title", layer=layer)
     mean_fig = head_heatmap(
         part.cut(mean), q_tok, title=mean_title, key_tokens=k_tok, q_pos=part.rows, k_pos=part.cols, words=_words()
@@ -285,7 +297,7 @@ def _aggregate_view(out: EncoderOutput, attn: np.ndarray, part: Part, layer: int
 # ---- exports ---------------------------------------------------------------------------------------
 
 
-def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, head: int, view: str) -> None:
+def _export(out: Maps, attn: np.ndarray, figures: list, layer: int, head: int, view: str) -> None:
     with st.expander(t("explore.export_title"), expanded=False):
         st.markdown(t("explore.share_label"))
         st.code(_share_url(), language=None)
@@ -297,14 +309,17 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
             format_func=lambda f: f.upper(),
             help=t("explore.image_format_help"),
         )
-        rolled = _rollout(attn, state.selection())
+        cross = source.is_cross(out)
         arrays = {
             "tokens": np.array(out.tokens, dtype=str),
-            "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
+            "token_type_ids": np.asarray(out.segments, dtype=np.int64),
             "attentions": attn,
-            "mask": out.keep.numpy().astype(bool),
-            "rollout": rolled,
+            "mask": source.keep_of(out),
         }
+        if cross:  # queries and keys are different sequences: the reader takes them back by these names
+            arrays["q_tokens"], arrays["k_tokens"] = arrays.pop("tokens"), np.array(source.key_tokens(out), dtype=str)
+        else:
+            arrays["rollout"] = _rollout(attn, source.result_key(out))
         a, b, c = st.columns(3)
         a.download_button(
             t("explore.download_npz", mb=attn.nbytes / 2**20),
@@ -318,13 +333,15 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
         whole = attn.size <= JSON_MAX_VALUES
         doc: dict = {
             "model": out.model,
-            "text": state.get("text"),
-            "text_b": state.get("text_b"),
+            "text": None if source.is_file(out) else state.get("text"),
+            "text_b": None if source.is_file(out) else state.get("text_b"),
             "mask": out.mask,
             "tokens": out.tokens,
             "token_type_ids": arrays["token_type_ids"],
             "axes": ["layers", "heads", "q_pos", "k_pos"],
         }
+        if cross:
+            doc["q_tokens"], doc["k_tokens"] = doc.pop("tokens"), source.key_tokens(out)
         if whole:
             doc["attentions"] = attn
         else:
@@ -352,18 +369,17 @@ def _export(out: EncoderOutput, attn: np.ndarray, figures: list, layer: int, hea
         )
 
 
-def _html_maker(out: EncoderOutput, figures: list, layer: int, head: int, view: str) -> Callable[[], str]:
-    facts = [
-        (t("explore.fact_model"), out.model),
-        (t("explore.fact_text"), state.get("text") or ""),
-    ]
-    if state.get("text_b"):
+def _html_maker(out: Maps, figures: list, layer: int, head: int, view: str) -> Callable[[], str]:
+    facts = [(t("explore.fact_model"), out.model)]
+    if not source.is_file(out):
+        facts.append((t("explore.fact_text"), state.get("text") or ""))
+    if state.get("text_b") and not source.is_file(out):
         facts.append((t("explore.fact_text_b"), state.get("text_b")))
     facts += [
         (t("explore.fact_view"), t(f"explore.view_{view}")),
         (t("explore.fact_layer_head"), f"{layer} · {head}"),
         (t("explore.fact_mask"), out.mask),
-        (t("explore.fact_tokens"), str(out.seq)),
+        (t("explore.fact_tokens"), " × ".join(str(n) for n in dict.fromkeys(np.shape(out.attentions)[-2:]))),
         (t("explore.fact_link"), _share_url()),
     ]
     # Everything read from the session is read now: the download runs the callable later, on another thread.
@@ -375,14 +391,20 @@ def _html_maker(out: EncoderOutput, figures: list, layer: int, head: int, view: 
 # ---- page ------------------------------------------------------------------------------------------
 
 
-def main() -> None:
-    st.title(t("explore.title"))
-    out = current_output()
-    enc = current_encoder() if out is not None else None
-    if out is None or enc is None:
+def _facts(out: Maps) -> None:
+    """Caption what is shown: the model and device, or the file with its shape and detected causality."""
+    if isinstance(out, AttentionMaps):
+        if out.cross:
+            st.caption(
+                t("source.facts_cross", name=out.model, layers=out.n_layers, heads=out.n_heads, q=out.n_q, k=out.n_k)
+            )
+        else:
+            st.caption(t("source.facts", name=out.model, layers=out.n_layers, heads=out.n_heads, q=out.n_q))
+            st.caption(t("source.causal") if out.causal else t("source.not_causal"))
         return
-    state.init("explore")
-
+    enc = current_encoder()
+    if enc is None:
+        return
     c = enc.config
     st.caption(
         t(
@@ -396,13 +418,22 @@ def main() -> None:
             device=str(enc.device),
         )
     )
-    is_pair = bool(out.token_type_ids.any())
+
+
+def main() -> None:
+    st.title(t("explore.title"))
+    out = current_maps()
+    if out is None:
+        return
+    state.init("explore")
+    _facts(out)
+    is_pair = any(out.segments)
 
     cols = st.columns([5, 2, 2, 2] if is_pair else [5, 3, 3], gap="medium")
     view = cols[0].segmented_control(
         t("explore.view"), VIEWS, key="view", required=True, format_func=lambda v: t(f"explore.view_{v}")
     )
-    layer, head = controls.layer_head(cols[1], cols[2], c.n_layers, c.n_heads)
+    layer, head = controls.layer_head(cols[1], cols[2], out.n_layers, out.n_heads)
     if is_pair:
         cols[3].selectbox(
             t("explore.part"),
@@ -411,11 +442,14 @@ def main() -> None:
             format_func=lambda p: t(f"explore.part_{p}"),
             help=t("explore.part_help"),
         )
-    part = part_of(out.segments, st.session_state.get("part", "all") if is_pair else "all")
+    attn = np.asarray(out.attentions)  # (layers, heads, q_pos, k_pos) float32, from torch or numpy alike
+    if source.is_cross(out):  # rows are the queries' sequence, columns the keys'
+        part = Part(np.arange(attn.shape[-2]), np.arange(attn.shape[-1]))
+    else:
+        part = part_of(out.segments, st.session_state.get("part", "all") if is_pair else "all")
     state.sync_url("explore", hidden=() if is_pair else ("part",))
 
-    attn = out.attentions.numpy()  # (layers, heads, q_pos, k_pos) float32
-    keep = out.keep.numpy()
+    keep = source.keep_of(out)
     if view == "overview":
         figures = _overview(out, attn, keep, part, layer, head)
     elif view == "layer":

@@ -3,9 +3,10 @@
 import streamlit as st
 
 from models.analysis.corpus import is_bert_base
-from models.analysis.heads import HeadReport, analyse
+from models.analysis.heads import HeadReport, analyse, analyse_maps
 from models.analysis.importance import Importance, head_importance, work_estimate
-from ui import cache, state
+from models.attention_file import AttentionMaps
+from ui import cache, source, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -15,7 +16,7 @@ from ui.heads_view import (
     shares_section,
     table_section,
 )
-from ui.sidebar import current_encoder, current_output
+from ui.sidebar import current_encoder, current_maps
 from ui.state import Selection, t
 
 # Importance runs one pass per head (or 7 masked copies with a backward pass): automatic on a GPU, and on a
@@ -36,10 +37,40 @@ def importance(sel: Selection) -> Importance:
     return head_importance(cache.model(sel), cache.encode(sel, False))
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def file_report(key: Selection, _maps: AttentionMaps) -> HeadReport:
+    """Return statistics, labels and redundancy of an attention file's maps (cached per file and item)."""
+    return analyse_maps(_maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model)
+
+
+def file_main(maps: AttentionMaps) -> None:
+    """Heads for maps from a file: everything but importance and CKA, which need the model itself."""
+    with st.spinner(t("heads.computing")):
+        report = file_report(source.result_key(maps), maps)
+    st.caption(t("heads.facts", model=maps.model, layers=maps.n_layers, heads=maps.n_heads, tokens=maps.n_q))
+    if not maps.cross:
+        st.caption(t("source.causal") if maps.causal else t("source.not_causal"))
+    labels_section(report)
+    table_section(report, None)
+    redundancy_section(report, "heads", with_cka=False)
+    st.caption(t("source.cka_needs_model"))
+    attn, H = maps.attentions, maps.n_heads
+    duplicates_section(report, "heads")
+    pairs_section(report, lambda i: (attn[i // H, i % H], list(maps.q_tokens)), "heads", key_tokens=maps.k_tokens)
+    st.subheader(t("heads.importance.title"))
+    st.info(t("source.importance_needs_model"))
+    st.button(t("source.switch_to_model"), key="heads_switch_to_model", on_click=source.use_model)
+    shares_section(report, False, "heads")
+
+
 def main() -> None:
     st.title(t("heads.title"))
     st.caption(t("heads.intro"))
-    out = current_output(internals=True)
+    maps = current_maps(internals=True)
+    if isinstance(maps, AttentionMaps):
+        file_main(maps)
+        return
+    out = maps
     enc = current_encoder() if out is not None else None
     if out is None or enc is None:
         return

@@ -1,7 +1,7 @@
-"""Our from-scratch BERT encoder, its weights, masks and analyses. torch only; transformers only to load weights."""
+"""Our from-scratch BERT encoder and GPT-2 decoder, their weights, masks and analyses. torch only; transformers only to load weights."""
 
 from .bert import BertEncoder
-from .config import BertConfig
+from .config import BertConfig, GPT2Config
 from .encoder import Encoder, EncoderOutput, TruncationWarning
 from .errors import (
     AttnVizError,
@@ -14,7 +14,8 @@ from .errors import (
     SettingsError,
     UnsupportedArchitectureError,
 )
-from .weights import bundled_model_dir, load_encoder
+from .gpt2 import GPT2Model, KVCache
+from .weights import bundled_model_dir, load_encoder, load_model
 
 __all__ = [
     "AttnVizError",
@@ -24,6 +25,9 @@ __all__ = [
     "DeviceError",
     "Encoder",
     "EncoderOutput",
+    "GPT2Config",
+    "GPT2Model",
+    "KVCache",
     "InputError",
     "MaskError",
     "ModelLoadError",
@@ -33,4 +37,5 @@ __all__ = [
     "UnsupportedArchitectureError",
     "bundled_model_dir",
     "load_encoder",
+    "load_model",
 ]

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from . import settings
 from .errors import InputError
+from .files import read_user_file
 
-# The largest attention file accepted, after decompression (operators will set it in models/settings.py).
-MAX_BYTES = 256 * 2**20
 ROW_SUM_TOL = 1e-3  # rows further than this from 1 get a warning (masked or renormalised maps are legitimate)
 SUFFIXES = (".npz", ".npy", ".json", ".safetensors", ".pt", ".pth", ".bin")
 _SAFETENSORS_DTYPES: dict[str, np.dtype] = {
@@ -54,6 +54,19 @@ class AttentionFileError(InputError):
     """An attention file (or array) that cannot be shown as given; the message says what to change."""
 
 
+@dataclass(frozen=True)
+class Note:
+    """Something a person should know about maps that were accepted: a code and values (the app words it in the
+    page's language) and the English text (the CLI and notebooks print it)."""
+
+    code: str  # "batch", "positions", "keys" or "rows"
+    text: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass
 class AttentionMaps:
     """Attention maps that came without a model: the same names the pages read from a model's output.
@@ -70,7 +83,7 @@ class AttentionMaps:
     causal: bool = False  # every map is all zeros above the diagonal (detected, self-attention only)
     named: bool = True  # False when the tokens were not given and positions are named 0…n−1
     model: str = "attention file"  # where the maps came from (a file name), for captions and reports
-    notes: list[str] = field(default_factory=list)  # what a person should know (item picked, rows off 1, …)
+    notes: list[Note] = field(default_factory=list)  # what a person should know (item picked, rows off 1, …)
     mask: str = "from file"
     truncated: int = 0
     n_unknown: int = 0
@@ -145,6 +158,11 @@ def _array(x: Any, what: str, max_bytes: int) -> np.ndarray:
     return a
 
 
+def _cap(max_bytes: int | None) -> int:
+    """Return max_bytes, or the operator's ATTENTION_LENS_MAX_UPLOAD_MB (models.settings) when None."""
+    return settings.current().max_upload_bytes if max_bytes is None else max_bytes
+
+
 def _too_big(what: str, nbytes: int, max_bytes: int) -> str:
     return (
         f"{what} would take {nbytes / 2**20:.0f} MB as float32, over this server's limit of "
@@ -152,17 +170,18 @@ def _too_big(what: str, nbytes: int, max_bytes: int) -> str:
     )
 
 
-def _pick(a: np.ndarray, axis: int, item: int, notes: list[str]) -> np.ndarray:
+def _pick(a: np.ndarray, axis: int, item: int, notes: list[Note]) -> np.ndarray:
     batch = a.shape[axis]
     if not 0 <= item < batch:
         raise AttentionFileError(f"item {item} was asked for, but the batch holds {batch} item(s) (0…{batch - 1})")
     if batch > 1:
-        notes.append(f"the attention holds a batch of {batch}; showing item {item} (choose another with item=…)")
+        text = f"the attention holds a batch of {batch}; showing item {item} (choose another with item=…)"
+        notes.append(Note("batch", text, {"batch": batch, "item": item}))
     return np.take(a, item, axis=axis)
 
 
 def normalise_attentions(
-    obj: Any, item: int = 0, max_bytes: int = MAX_BYTES, notes: list[str] | None = None
+    obj: Any, item: int = 0, max_bytes: int | None = None, notes: list[Note] | None = None
 ) -> np.ndarray:
     """Return attention in any accepted layout as one (layers, heads, q_pos, k_pos) float32 array.
 
@@ -171,6 +190,7 @@ def normalise_attentions(
     shape it got when the layout is not one of them, and when the float32 result would exceed max_bytes.
     """
     notes = notes if notes is not None else []
+    max_bytes = _cap(max_bytes)
     if not isinstance(obj, np.ndarray | list | tuple) and getattr(obj, "attentions", None) is not None:
         obj = obj.attentions  # a transformers ModelOutput
     per_layer = isinstance(obj, list | tuple) and len(obj) > 0 and all(hasattr(x, "shape") for x in obj)
@@ -229,7 +249,7 @@ def _float(a: np.ndarray, what: str) -> np.ndarray:
 # ---- checks ----------------------------------------------------------------------------------------
 
 
-def check_values(attn: np.ndarray) -> list[str]:
+def check_values(attn: np.ndarray) -> list[Note]:
     """Refuse NaN, ±inf and negative weights (naming the first head and cell); return notes on row sums.
 
     attn: (layers, heads, q_pos, k_pos). Rows that do not sum to 1 are a note, not a refusal: masked rows and
@@ -257,12 +277,20 @@ def check_values(attn: np.ndarray) -> list[str]:
         return []
     worst = np.unravel_index(int(off.argmax()), off.shape)
     layer, head, row = (int(v) for v in worst)
-    n_off = int((off > ROW_SUM_TOL).sum())
-    return [
-        f"{n_off} of {off.size} rows do not sum to 1 (off by up to {off.max():.3g}: layer {layer}, head {head}, "
-        f"query {row} sums to {sums[worst]:.4g}); masked or renormalised maps are fine, but the shares shown are "
-        "then not fractions of 1"
-    ]
+    values = {
+        "n": int((off > ROW_SUM_TOL).sum()),
+        "total": int(off.size),
+        "off": float(off.max()),
+        "layer": layer,
+        "head": head,
+        "row": row,
+        "sum": float(sums[worst]),
+    }
+    text = (
+        "{n} of {total} rows do not sum to 1 (off by up to {off:.3g}: layer {layer}, head {head}, query {row} sums "
+        "to {sum:.4g}); masked or renormalised maps are fine, but the shares shown are then not fractions of 1"
+    ).format(**values)
+    return [Note("rows", text, values)]
 
 
 def is_causal(attn: np.ndarray) -> bool:
@@ -296,7 +324,7 @@ def maps_from(
     token_type_ids: Any = None,
     item: int = 0,
     name: str = "attention",
-    max_bytes: int = MAX_BYTES,
+    max_bytes: int | None = None,
 ) -> AttentionMaps:
     """Return AttentionMaps from attention in any accepted layout and its tokens, checked.
 
@@ -304,7 +332,8 @@ def maps_from(
     Without tokens, positions are named 0…n−1 and a note says so. Token counts must match the maps (the
     message names both sizes); values must be finite and ≥ 0; rows off 1 give a note.
     """
-    notes: list[str] = []
+    notes: list[Note] = []
+    max_bytes = _cap(max_bytes)
     attn = normalise_attentions(attentions, item=item, max_bytes=max_bytes, notes=notes)
     L, H, Q, K = attn.shape  # layers, heads, q_pos, k_pos
     notes += check_values(attn)
@@ -328,12 +357,13 @@ def maps_from(
     else:
         k_list = [str(j) for j in range(K)]
         if named:
-            notes.append(
-                f"the keys ({K}) are not the queries ({Q}) and no k_tokens were given: keys are named 0…{K - 1}"
-            )
+            text = f"the keys ({K}) are not the queries ({Q}) and no k_tokens were given: keys are named 0…{K - 1}"
+            notes.append(Note("keys", text, {"k": K, "q": Q, "last": K - 1}))
     cross = K != Q or (k_tokens is not None and k_list != q_list)
     if not named:
-        notes.append(f"no tokens were given: positions are named 0…{max(Q, K) - 1}")
+        notes.append(
+            Note("positions", f"no tokens were given: positions are named 0…{max(Q, K) - 1}", {"last": max(Q, K) - 1})
+        )
     keep_arr = None
     if keep is not None:
         keep_arr = _array(keep, "the mask", max_bytes)
@@ -370,28 +400,21 @@ def maps_from(
 
 
 def read(
-    source: str | Path | bytes, name: str | None = None, item: int = 0, max_bytes: int = MAX_BYTES
+    source: str | Path | bytes, name: str | None = None, item: int = 0, max_bytes: int | None = None
 ) -> AttentionMaps:
     """Return the maps in an attention file (a path, or its bytes with its file name), checked.
 
     The format is told by the file's first bytes (and, for a torch file, its suffix): NPZ, NPY, JSON,
     safetensors or torch.save. Every size is checked before it is inflated or allocated.
     """
+    max_bytes = _cap(max_bytes)
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
         label = name or "upload"
     else:
         path = Path(source)
         label = name or path.name
-        try:
-            size = path.stat().st_size
-        except OSError as err:
-            raise AttentionFileError(f"cannot read {path}: {err.strerror or err}") from err
-        if path.is_dir():
-            raise AttentionFileError(f"{path} is a folder; give an attention file ({', '.join(SUFFIXES)})")
-        if size > max_bytes:
-            raise AttentionFileError(_file_too_big(label, size, max_bytes))
-        data = path.read_bytes()
+        data = read_user_file(path, "attention file")  # a regular file within ATTENTION_LENS_MAX_UPLOAD_MB
     if len(data) > max_bytes:
         raise AttentionFileError(_file_too_big(label, len(data), max_bytes))
     if not data:

@@ -200,6 +200,8 @@ class ForwardResult:
 class BertEncoder(nn.Module):
     """Embeddings and a stack of post-LN layers; state-dict keys equal Hugging Face BertModel's (no pooler)."""
 
+    kind = "encoder"
+
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.config = cfg
@@ -209,6 +211,14 @@ class BertEncoder(nn.Module):
     @property
     def layers(self) -> nn.ModuleList:
         return self.encoder.layer
+
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Return (batch, seq, d_model) embeddings, the first layer's input."""
+        return self.embeddings(input_ids, torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids)
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the last hidden state from the last layer's output: BERT's is that output itself."""
+        return x
 
     def forward(
         self,

@@ -10,10 +10,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import settings
 from .bert import INTERNAL_NAMES, BertEncoder
-from .config import BertConfig
+from .config import BertConfig, GPT2Config
 from .errors import InputError, MaskError
+from .gpt2 import GPT2Model
 from .masks import conventions as masks
+from .tokens import display_tokens
 
 
 class TruncationWarning(UserWarning):
@@ -28,7 +31,7 @@ class EncoderOutput:
     leading `batch` axis on every tensor, and `tokens` is a list per sentence (padded with [PAD]).
     """
 
-    tokens: list[str]  # with [CLS] and [SEP]; len == seq
+    tokens: list[str]  # raw, as the tokenizer gives them (BERT: with [CLS] and [SEP]; GPT-2: `Ġthe`); len == seq
     input_ids: torch.Tensor  # [seq] long
     token_type_ids: torch.Tensor  # [seq] long: 0 for sentence A, 1 for sentence B
     attentions: torch.Tensor  # [layers, heads, q_pos, k_pos] float32, rows sum to 1
@@ -47,6 +50,14 @@ class EncoderOutput:
     scores: torch.Tensor | None = None  # [layers, heads, q_pos, k_pos], Q·Kᵀ/√d_k before the mask
     context: torch.Tensor | None = None  # [layers, heads, seq, d_k], probs·V per head (before W_o)
     layer_inputs: torch.Tensor | None = None  # [layers + 1, seq, d_model]: embeddings, each layer's output
+    # Readable tokens (byte-level BPE decoded: `Ġthe` → ` the`); the same as tokens for WordPiece. Pages label
+    # with these and show the raw token on hover.
+    display_tokens: list[str] = field(default_factory=list)
+    kind: str = "encoder"  # "encoder" (bidirectional, BERT) or "decoder" (causal, GPT-2)
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.kind == "decoder"
 
     @property
     def is_batch(self) -> bool:
@@ -67,6 +78,8 @@ class EncoderOutput:
     @property
     def many_unknown(self) -> bool:
         """True when so many tokens are [UNK] that the model's vocabulary does not cover the text."""
+        if self.is_decoder:
+            return False  # byte-level BPE has no unknown token: every byte is in the vocabulary
         specials = 2 + int(bool(self.token_type_ids.any()))  # [CLS] a [SEP], plus b [SEP] for a pair
         n_words = max(1, int(self.padding.sum()) - specials)
         return self.n_unknown >= 2 and self.n_unknown >= 0.3 * n_words
@@ -100,6 +113,7 @@ class EncoderOutput:
         return replace(
             self,
             tokens=list(self.tokens[i][:n]),
+            display_tokens=list(self.display_tokens[i][:n]) if self.display_tokens else [],
             truncated=self.truncated[i] if isinstance(self.truncated, list) else self.truncated,
             n_unknown=self.n_unknown[i] if isinstance(self.n_unknown, list) else self.n_unknown,
             notes=list(self.notes),
@@ -116,11 +130,14 @@ class EncoderOutput:
 
 
 class Encoder:
-    """A loaded model: tokenizer, our BertEncoder on `device`, and the spec it came from. Never mutated after load."""
+    """A loaded model: tokenizer, our BertEncoder or GPT2Model on `device`, and the spec it came from.
+
+    Never mutated after load. `kind` is "encoder" or "decoder"; `encode` gives the same EncoderOutput for both.
+    """
 
     def __init__(
         self,
-        model: BertEncoder,
+        model: BertEncoder | GPT2Model,
         tokenizer: Any,
         device: torch.device,
         dtype: torch.dtype,
@@ -140,8 +157,17 @@ class Encoder:
         self.source = source  # where the weights came from (a folder, the HF cache, "random seed 0")
 
     @property
-    def config(self) -> BertConfig:
+    def config(self) -> BertConfig | GPT2Config:
         return self.model.config
+
+    @property
+    def kind(self) -> str:
+        """Return "encoder" (BERT: bidirectional) or "decoder" (GPT-2: causal, predicts the next token)."""
+        return self.model.kind
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.kind == "decoder"
 
     @property
     def max_tokens(self) -> int:
@@ -161,6 +187,7 @@ class Encoder:
         c = self.config
         return {
             "name": self.name,
+            "kind": self.kind,
             "spec": self.spec,
             "source": self.source,
             "layers": c.n_layers,
@@ -173,6 +200,7 @@ class Encoder:
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
             "mlm_head": self.mlm_head is not None,
+            "lm_head": self.is_decoder,  # GPT-2's next-token head, tied to the token embeddings
         }
 
     # ---- tokenization -------------------------------------------------------------------------------
@@ -185,6 +213,12 @@ class Encoder:
             return None
         if not isinstance(text, str):
             raise InputError(f"{what} must be a string, got {type(text).__name__}")
+        if len(text) > settings.limit("max_text_chars"):  # before the tokenizer sees a 5 MB string
+            settings.require("max_text_chars", len(text), what)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{what} is not valid Unicode text (it holds lone surrogates): pass UTF-8 text") from None
         text = text.strip()
         if not text:
             if required:
@@ -198,6 +232,8 @@ class Encoder:
         """Tokenize a batch with padding and truncation; also return how many tokens each item lost."""
         limit = self.max_tokens
         pairs = texts_b is not None and any(b is not None for b in texts_b)
+        if pairs and self.is_decoder:
+            raise InputError("sentence pairs are for BERT encoders: a decoder reads one text (join them instead)")
         if pairs and any(b is None for b in texts_b):  # type: ignore[union-attr]
             raise InputError("in a batch of pairs every item needs a second sentence")
         args = (list(texts), list(texts_b)) if pairs else (list(texts),)  # type: ignore[arg-type]
@@ -238,12 +274,14 @@ class Encoder:
         """Encode several texts at once (padded to the longest); every tensor gets a leading batch axis.
 
         mask: None or a name ('causal', 'window:W', 'prefix:P'), or a bool keep tensor broadcastable to
-        (batch, heads, q_pos, k_pos); it is combined with the padding mask.
+        (batch, heads, q_pos, k_pos); it is combined with the padding mask, and for a decoder with its own causal
+        mask (which no user mask can lift).
         """
         if isinstance(texts, str):
             raise InputError("encode_batch takes a list of texts; use encode() for one")
         if len(texts) == 0:
             raise InputError("no texts to encode")
+        settings.require("max_batch", len(texts), "a batch of this many sentences")
         clean = [self._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
         clean_b = None
         if texts_b is not None:
@@ -273,6 +311,11 @@ class Encoder:
             # The applied mask, per sentence: the same for every head unless the user gave per-head masks.
             k4 = masks.as_4d(keep)
             keep_qk = torch.broadcast_to(k4, (B, k4.shape[1], T, T))[:, 0].cpu().clone()
+        if self.is_decoder:
+            # The decoder applies its own causal mask (the tril buffer) inside every layer, ANDed with `keep`.
+            keep_qk &= torch.tril(torch.ones(T, T, dtype=torch.bool))
+            if mask_name == "bidirectional":
+                mask_name = "causal"
 
         extra: dict[str, torch.Tensor] = {}
         if internals and res.record is not None:
@@ -280,7 +323,7 @@ class Encoder:
                 extra[name] = torch.stack(getattr(res.record, name), dim=1).float().cpu()
             extra["layer_inputs"] = torch.stack(res.record.hidden_states, dim=1).float().cpu()
 
-        unk_id = getattr(self.tokenizer, "unk_token_id", None)
+        unk_id = None if self.is_decoder else getattr(self.tokenizer, "unk_token_id", None)
         n_unknown = [int((row == unk_id).sum()) for row in input_ids] if unk_id is not None else [0] * B
         notes = []
         if any(cut):
@@ -293,8 +336,11 @@ class Encoder:
             notes.append(msg)
             warnings.warn(msg, TruncationWarning, stacklevel=3)
 
+        raw = [self.tokenizer.convert_ids_to_tokens(row.tolist()) for row in input_ids]
         return EncoderOutput(
-            tokens=[self.tokenizer.convert_ids_to_tokens(row.tolist()) for row in input_ids],
+            tokens=raw,
+            display_tokens=[display_tokens(row, byte_level=self.is_decoder) for row in raw],
+            kind=self.kind,
             input_ids=input_ids,
             token_type_ids=token_type_ids,
             attentions=attentions,

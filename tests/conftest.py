@@ -37,6 +37,64 @@ def save_bert_folder(path: Path, seed: int = 1, initializer_range: float = 0.05,
     return path
 
 
+GPT2_SENTENCES = [
+    "The animal didn't cross the street because it was too tired.",
+    "The cat sat on the mat, and the dog slept by the door.",
+    "A decoder reads from left to right and predicts the next token.",
+    "注意力机制让每个词都能看到前面的词。解码器一次生成一个词元。",
+    "Emoji become bytes too: 🙂 🚀 ✓ — and so do numbers like 1024 and 3.14.",
+]
+
+
+def train_byte_bpe(vocab_size: int = 400):
+    """Return a GPT2TokenizerFast around a byte-level BPE trained on a few sentences (the offline stand-in for GPT-2's)."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2TokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        GPT2_SENTENCES * 3, vocab_size=vocab_size, min_frequency=1, special_tokens=["<|endoftext|>"]
+    )
+    eos = "<|endoftext|>"
+    return GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=eos, eos_token=eos, unk_token=eos)
+
+
+def save_gpt2_folder(path: Path, seed: int = 1, qk_scale: float = 3.0, **config) -> Path:
+    """Save a random transformers GPT2Model (Q and K weights ×qk_scale, so heads are peaked) and a byte-level BPE."""
+    from transformers import GPT2Config, GPT2Model
+
+    tok = train_byte_bpe()
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=len(tok), bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, **config)
+    model = GPT2Model(cfg)
+    d = cfg.n_embd
+    with torch.no_grad():
+        for block in model.h:
+            block.attn.c_attn.weight[:, : 2 * d] *= qk_scale  # Conv1D (in, out): columns 0…2d-1 are W_q, W_k
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def gpt2_dir(tmp_path_factory) -> Path:
+    """A GPT-2-small-shaped checkpoint folder (12 layers, 12 heads, d_model 768) with a small byte-level BPE."""
+    return save_gpt2_folder(tmp_path_factory.mktemp("gpt2-random"))
+
+
+@pytest.fixture(scope="session")
+def gpt2_tiny_dir(tmp_path_factory) -> Path:
+    """A small GPT-2 checkpoint folder, for fast decoder tests."""
+    return save_gpt2_folder(tmp_path_factory.mktemp("gpt2-tiny"), n_embd=64, n_layer=2, n_head=4)
+
+
+@pytest.fixture(scope="session")
+def gpt2_tiny():
+    from models import load_model
+
+    return load_model("random:gpt2-tiny", device="cpu")
+
+
 @pytest.fixture(scope="session")
 def minilm():
     from models import load_encoder

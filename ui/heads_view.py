@@ -104,11 +104,12 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
     st.caption(t("heads.table.caption", rows=report.rows, sentences=report.sentences))
 
 
-def redundancy_section(report: HeadReport, key: str) -> None:
+def redundancy_section(report: HeadReport, key: str, with_cka: bool = True) -> None:
+    """The redundancy heatmap (JS, cosine, and CKA where the heads' outputs are known) and the map of heads."""
     st.subheader(t("heads.redundancy.title"))
     metric = st.radio(
         t("heads.redundancy.metric"),
-        ["js", "cosine", "cka"],
+        ["js", "cosine", "cka"] if with_cka else ["js", "cosine"],
         horizontal=True,
         key=f"{key}_metric",
         format_func=lambda m: t(f"heads.redundancy.{m}"),
@@ -178,8 +179,10 @@ def duplicates_section(report: HeadReport, key: str) -> None:
     st.markdown("**" + t("heads.dupes.pairs_title") + "**")
 
 
-def pairs_section(report: HeadReport, maps: MapsFn, key: str, maps_note: str = "") -> None:
-    """The most redundant pairs of heads (smallest JS), their maps side by side."""
+def pairs_section(
+    report: HeadReport, maps: MapsFn, key: str, maps_note: str = "", key_tokens: list[str] | None = None
+) -> None:
+    """The most redundant pairs of heads (smallest JS), their maps side by side (key_tokens: cross-attention)."""
     if maps_note:
         st.caption(maps_note)
     pairs = []
@@ -196,7 +199,7 @@ def pairs_section(report: HeadReport, maps: MapsFn, key: str, maps_note: str = "
         )
         pairs.append((ma, mb, names[a], names[b], caption))
     if pairs:
-        st.plotly_chart(pair_maps(pairs, tokens), width="stretch", key=f"{key}_pairs")
+        st.plotly_chart(pair_maps(pairs, tokens, key_tokens), width="stretch", key=f"{key}_pairs")
 
 
 def importance_section(report: HeadReport, importance: Importance, key: str) -> None:

@@ -6,9 +6,10 @@ import streamlit as st
 import torch
 
 from models import AttnVizError, Encoder, EncoderOutput
+from models.attention_file import AttentionMaps
 from models.masks import Expectation, parse_expectation
 
-from . import cache, presentation, state
+from . import cache, presentation, source, state
 from .i18n import LANGUAGES
 from .state import EXAMPLES, t
 
@@ -102,6 +103,10 @@ def render() -> None:
     with st.sidebar:
         st.radio(t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, horizontal=True)
         presentation.sidebar_toggle()
+        source.sidebar()
+        if source.from_file():  # a file brings its own maps: no model, text or mask to pick
+            state.sync_url()
+            return
         _model_picker()
         devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         if state.get("device") not in devices:
@@ -130,7 +135,11 @@ def render() -> None:
 
 
 def current_encoder() -> Encoder | None:
-    """Return the selected model, loading it with a spinner; on failure show why and return None."""
+    """Return the selected model, loading it with a spinner; on failure (or with a file as the source, which has
+    no model) show why and return None."""
+    if source.from_file():
+        source.needs_model()
+        return None
     sel = state.selection()
     try:
         with st.spinner(t("status.loading_model", model=sel.model)):
@@ -142,6 +151,9 @@ def current_encoder() -> Encoder | None:
 
 def current_output(internals: bool = False) -> EncoderOutput | None:
     """Return the current text's EncoderOutput (cached), or None after showing a friendly message."""
+    if source.from_file():
+        source.needs_model()
+        return None
     sel = state.selection()
     if not sel.text:
         st.info(t("status.empty_text"))
@@ -160,3 +172,8 @@ def current_output(internals: bool = False) -> EncoderOutput | None:
     if out.many_unknown:
         st.warning(t("status.unknown_tokens", n=out.n_unknown, total=out.seq))
     return out
+
+
+def current_maps(internals: bool = False) -> EncoderOutput | AttentionMaps | None:
+    """Return the maps every model-free view needs: the model's output for the text, or the uploaded file's."""
+    return source.current_file() if source.from_file() else current_output(internals)

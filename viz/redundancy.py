@@ -142,15 +142,18 @@ def head_map(
 def pair_maps(
     pairs: Sequence[tuple[np.ndarray, np.ndarray, str, str, str]],
     tokens: Sequence[str],
+    key_tokens: Sequence[str] | None = None,
 ) -> go.Figure:
     """Return small attention maps of near-duplicate heads side by side, one pair per row.
 
     pairs: (map of head a, map of head b, name a, name b, what the pair has in common) for each pair; maps
-    are (q_pos, k_pos) over `tokens`. Each row is headed "a ≈ b · <what they share>".
+    are (q_pos, k_pos): rows over `tokens`, columns over `key_tokens` (cross-attention) or `tokens` again.
+    Each row is headed "a ≈ b · <what they share>".
     """
     rows = max(len(pairs), 1)
     titles = [f"<b>{name}</b>" for _, _, na, nb, _ in pairs for name in (na, nb)]
-    n = len(tokens)
+    keys = list(tokens if key_tokens is None else key_tokens)
+    n = max(len(tokens), len(keys))
     row_px = 230 + 7 * min(n, 40)
     fig = make_subplots(
         rows=rows,
@@ -161,7 +164,7 @@ def pair_maps(
     )
     show_ticks = n <= 40
     custom = np.stack(
-        np.broadcast_arrays(np.array(tokens, dtype=object)[:, None], np.array(tokens, dtype=object)[None, :]), -1
+        np.broadcast_arrays(np.array(tokens, dtype=object)[:, None], np.array(keys, dtype=object)[None, :]), -1
     )
     for r, (a, b, na, nb, what) in enumerate(pairs, start=1):
         zmax = float(max(np.max(a), np.max(b))) if np.size(a) else 1.0
@@ -181,8 +184,8 @@ def pair_maps(
             )
             fig.update_xaxes(
                 tickmode="array",
-                tickvals=list(range(n)),
-                ticktext=list(tokens),
+                tickvals=list(range(len(keys))),
+                ticktext=keys,
                 showticklabels=show_ticks,
                 tickangle=-60,
                 tickfont=dict(size=10),
@@ -191,7 +194,7 @@ def pair_maps(
             )
             fig.update_yaxes(
                 tickmode="array",
-                tickvals=list(range(n)),
+                tickvals=list(range(len(tokens))),
                 ticktext=list(tokens),
                 showticklabels=show_ticks,
                 autorange="reversed",

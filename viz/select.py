@@ -48,13 +48,21 @@ def part_of(segments: Sequence[int], part: str = "all") -> Part:
 
 
 def narrow(
-    part: Part, tokens: Sequence[str], hide_special: bool = False, window: tuple[int, int] | None = None
+    part: Part,
+    tokens: Sequence[str],
+    hide_special: bool = False,
+    window: tuple[int, int] | None = None,
+    key_tokens: Sequence[str] | None = None,
 ) -> Part:
-    """Return the part without [CLS]/[SEP] rows and columns (hide_special) and inside positions [lo, hi) (window)."""
+    """Return the part without [CLS]/[SEP] rows and columns (hide_special) and inside positions [lo, hi) (window).
+
+    key_tokens name the columns when they are another sequence than the rows (cross-attention).
+    """
     rows, cols = part.rows, part.cols
+    keys = tokens if key_tokens is None else key_tokens
     if hide_special:
         rows = np.array([i for i in rows if tokens[i] not in SPECIALS], dtype=int)
-        cols = np.array([j for j in cols if tokens[j] not in SPECIALS], dtype=int)
+        cols = np.array([j for j in cols if keys[j] not in SPECIALS], dtype=int)
     if window is not None:
         lo, hi = window
         rows = rows[(rows >= lo) & (rows < hi)]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import masks
+from .. import masks, settings
 from ..encoder import Encoder
 from ..errors import InputError
 from .heads import Accumulator, HeadReport, Roles
@@ -60,6 +60,12 @@ def read_corpus(text: str) -> list[Line]:
             lines.append(Line(b))
     if not lines:
         raise InputError("the corpus is empty: give one sentence per line")
+    cap = settings.limit("max_text_chars")
+    for n, ln in enumerate(lines, 1):
+        if len(ln.text) + len(ln.text_b or "") > cap:
+            settings.require("max_text_chars", len(ln.text) + len(ln.text_b or ""), f"line {n} of the corpus")
+    # Every line is at least 3 tokens ([CLS], a word, [SEP]): a cheap bound before anything is tokenized.
+    settings.require("max_corpus_tokens", 3 * len(lines), f"a corpus of {len(lines):,} lines")
     return lines
 
 
@@ -87,11 +93,14 @@ def buckets(encoder: Encoder, lines: Sequence[Line], budget: int | None = None) 
     singles = [i for i, ln in enumerate(lines) if ln.text_b is None]
     pairs = [i for i, ln in enumerate(lines) if ln.text_b is not None]
     groups: list[list[int]] = []
+    total = 0  # tokens the model will run, over singles and pairs
     for idx in (singles, pairs):
         if not idx:
             continue
         args = ([lines[i].text for i in idx],) + (([lines[i].text_b for i in idx],) if idx is pairs else ())
         lengths = [min(len(ids), limit) for ids in encoder.tokenizer(*args, verbose=False)["input_ids"]]
+        total += sum(lengths)
+        settings.require("max_corpus_tokens", total, "this corpus")
         order = sorted(range(len(idx)), key=lambda k: lengths[k])
         group: list[int] = []
         for k in order:
@@ -154,7 +163,7 @@ def analyse_corpus(
             acc.add(res.attentions, roles, context.float())
             done += len(group)
             if progress is not None:
-                progress(done / len(lines), f"{done} / {len(lines)}")
+                progress(done / len(lines), f"{done:,} / {len(lines):,} lines, {len(lines) - done:,} to go")
     return acc.report(encoder.name, tokens=tokens_by_line), truncated
 
 

@@ -637,3 +637,71 @@ def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> Hea
     cka = cka_matrix(out.context.to(dev), out.padding.to(dev)) if out.context is not None else None
     n = int(out.padding.sum())
     return acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka)
+
+
+def analyse_maps(
+    attn: np.ndarray | torch.Tensor,
+    q_tokens: Sequence[str],
+    k_tokens: Sequence[str] | None = None,
+    token_type_ids: np.ndarray | None = None,
+    model: str = "",
+    device: torch.device | str | None = None,
+) -> HeadReport:
+    """Return the HeadReport of maps that came without a model (an attention file): CKA is NaN (it needs the
+    heads' outputs).
+
+    attn: (layers, heads, q_pos, k_pos), every token real. Self-attention (k_tokens None or equal) goes through
+    exactly the statistics of `analyse`. Cross-attention (queries and keys from different sequences): shares,
+    entropy (normalised by ln k_pos), confidence, JS and cosine read the key tokens; self, prev, next, distance and
+    block have no meaning across two sequences and are NaN.
+    """
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    a = torch.as_tensor(np.asarray(attn), dtype=torch.float32).to(dev)
+    L, H, Q, K = a.shape  # layers, heads, q_pos, k_pos
+    keys = list(k_tokens) if k_tokens is not None else list(q_tokens)
+    if Q == K and keys == list(q_tokens):
+        types = torch.as_tensor(np.zeros(Q) if token_type_ids is None else np.asarray(token_type_ids)).long()
+        roles = Roles.of([list(q_tokens)], torch.ones(1, Q, dtype=torch.bool), types[None], dev)
+        acc = Accumulator(L, H, with_cka=False)
+        acc.add(a[None], roles)
+        return acc.report(model, tokens=list(q_tokens))
+
+    row_entropy = -torch.special.xlogy(a, a).sum(-1)  # (L, H, Q)
+    sep = torch.tensor([t == "[SEP]" for t in keys], dtype=torch.float32, device=dev)
+    punct = torch.tensor([is_punct(t) for t in keys], dtype=torch.float32, device=dev)
+    nan = torch.full((L, H), torch.nan, device=dev)
+    per_head = {
+        "entropy": row_entropy.mean(-1),
+        "entropy_norm": row_entropy.mean(-1) / math.log(max(K, 2)),
+        "cls": a[..., 0].mean(-1),  # the first key: [CLS], or a decoder's first token
+        "sep": (a @ sep).mean(-1),
+        "punct": (a @ punct).mean(-1),
+        "self": nan,
+        "prev": nan,
+        "next": nan,
+        "confidence": a.amax(-1).mean(-1),
+        "distance": nan,
+        "block": nan,
+    }
+    stats = {k: v.double().cpu().numpy() for k, v in per_head.items()}
+    maps = a.reshape(L * H, Q * K)
+    js = js_parts(maps, torch.full((Q * K,), float(K), device=dev)).matrix().cpu().numpy()
+    coords, stress = mds(js / Q)
+    return HeadReport(
+        model=model,
+        n_layers=L,
+        n_heads=H,
+        sentences=1,
+        rows=Q,
+        pairs=False,
+        stats=stats,
+        cls_entropy=row_entropy[..., 0].double().cpu().numpy(),
+        labels=label_heads(stats, pairs=False),
+        js=js,
+        cosine=cosine_from_gram(cosine_gram(maps)).cpu().numpy(),
+        cka=np.full((L * H, L * H), np.nan),
+        tokens=list(q_tokens),
+        order=cluster_order(js),
+        coords=coords,
+        stress=stress,
+    )

@@ -45,20 +45,56 @@ def build_parser() -> Parser:
     return parser
 
 
+def _check_utf8(argv: list[str]) -> None:
+    """Refuse arguments that are not UTF-8 (Python keeps their bytes as lone surrogates that no tokenizer takes)."""
+    for i, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"argument {i} is not valid UTF-8 text: pass text in UTF-8") from None
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 400 else text[:397] + "…"
+
+
+def _quiet_stdout() -> None:
+    # Point stdout at devnull so that Python's final flush does not raise again (the recipe in the signal
+    # module's documentation).
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore", TruncationWarning)  # the commands print out.notes themselves
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        _check_utf8(argv)
         args = build_parser().parse_args(argv)
         if not args.command:
             raise UsageError(f"python -m models: choose a command: {', '.join(COMMANDS)}")
-        return COMMANDS[args.command].run(args)
+        code = COMMANDS[args.command].run(args)
+        sys.stdout.flush()  # a full disk or closed pipe shows here, inside our handlers
+        return code
     except AttnVizError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader went away (`… --json | head`): not our error. Point stdout at devnull so that Python's
-        # final flush does not raise again (the recipe in the signal module's documentation).
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader went away (`… --json | head`): not our error.
+        _quiet_stdout()
         return EXIT_OK
+    except OSError as err:  # stdout on a full disk (/dev/full) and the like
+        _quiet_stdout()
+        print(f"error: cannot write the output: {err.strerror or _one_line(err)}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:
+        print("error: out of memory: try a shorter input or a smaller model", file=sys.stderr)
+        return EXIT_USAGE
+    except RecursionError:
+        print("error: the input is nested too deeply", file=sys.stderr)
+        return EXIT_USAGE

@@ -11,15 +11,30 @@ from .common import EXIT_OK
 HELP = "estimate the score tensor's memory and one MHA block's parameters"
 
 
+MAX_SIZE = 1 << 40  # any count past this is a typo, and its figures would not fit a line
+
+
+def _size(text: str) -> int:
+    """Return a positive whole number of at most MAX_SIZE; argparse turns the ValueError into one line."""
+    digits = text.strip().lstrip("+")
+    if not digits.isdigit():
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a whole number")
+    if len(digits.lstrip("0")) > len(str(MAX_SIZE)) or int(digits) > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"a {len(digits)}-digit number is over the largest size, {MAX_SIZE:,}")
+    if int(digits) < 1:
+        raise argparse.ArgumentTypeError("sizes start at 1")
+    return int(digits)
+
+
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch", type=int, default=2, help="batch size (default 2, the tutorial's)")
-    p.add_argument("--heads", type=int, default=12, help="attention heads (default 12)")
-    p.add_argument("--seq", type=int, default=512, help="sequence length in tokens (default 512)")
-    p.add_argument("--d-model", type=int, default=768, help="model width; d_k = d_model / heads (default 768)")
+    p.add_argument("--batch", type=_size, default=2, help="batch size (default 2, the tutorial's)")
+    p.add_argument("--heads", type=_size, default=12, help="attention heads (default 12)")
+    p.add_argument("--seq", type=_size, default=512, help="sequence length in tokens (default 512)")
+    p.add_argument("--d-model", type=_size, default=768, help="model width; d_k = d_model / heads (default 768)")
     p.add_argument("--dtype", default="fp32", choices=list(BYTES_PER_ELEMENT), help="element type of the scores")
     p.add_argument("--training", action="store_true", help="score_bytes for training: kept again for backward (× 2)")
-    p.add_argument("--layers", type=int, default=12, help="layers, for the KV cache line (default 12)")
-    p.add_argument("--heads-kv", type=int, default=None, help="K/V heads for GQA (1 = MQA); default: heads")
+    p.add_argument("--layers", type=_size, default=12, help="layers, for the KV cache line (default 12)")
+    p.add_argument("--heads-kv", type=_size, default=None, help="K/V heads for GQA (1 = MQA); default: heads")
     p.add_argument("--json", action="store_true", help='print {"score_elements", "score_bytes", "params"} as JSON')
 
 

@@ -22,6 +22,7 @@ from ..analysis.corpus import IMPORTANCE_SENTENCES, analyse_corpus, corpus_impor
 from ..analysis.heads import analyse, closest_pairs
 from ..analysis.importance import head_importance
 from ..errors import AttnVizError
+from ..files import read_user_file
 from ..weights import load_encoder
 from .common import add_model_args
 
@@ -58,11 +59,7 @@ def run(args: argparse.Namespace) -> int:
     lines = None
     if args.file:
         path = Path(args.file)
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise StatsUsageError(f"stats: cannot read {path}: {err.strerror or err}") from err
-        lines = read_corpus_file(data, str(path))
+        lines = read_corpus_file(read_user_file(path, "the corpus file"), str(path))
 
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []

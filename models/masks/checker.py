@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import settings
 from ..encoder import Encoder
 from ..errors import InputError, MaskError
 from . import conventions as masks
@@ -584,6 +585,7 @@ def tokenize(enc: Encoder, texts: list[str], texts_b: list[str | None] | None = 
         texts = [texts]
     if not texts:
         raise InputError("no text to check the mask on")
+    settings.require("max_batch", len(texts), "a padded batch of this many sentences")
     clean = [enc._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
     clean_b = None
     if texts_b is not None and any(b for b in texts_b):

@@ -294,6 +294,10 @@ def as_tensor(mask: torch.Tensor | np.ndarray) -> torch.Tensor:
         raise MaskError(f"a mask is a tensor or an array; got {type(mask).__name__}")
     if mask.is_complex() or mask.dtype in (torch.quint8, torch.qint8, torch.qint32):
         raise MaskError(f"a mask holds bool, int or float numbers; this tensor is {dtype_name(mask)}")
+    if mask.dim() == 0:
+        raise MaskError("a mask has at least one axis; this is a single number (0-d): give shape (seq, seq)")
+    if mask.layout != torch.strided:
+        raise MaskError(f"a mask is a dense tensor; this one is {mask.layout}: pass mask.to_dense()")
     if mask.numel() > MAX_ELEMENTS:
         raise MaskError(f"mask of shape {tuple(mask.shape)} has {mask.numel():,} cells; the limit is {MAX_ELEMENTS:,}")
     return mask.detach().cpu()

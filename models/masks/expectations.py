@@ -31,6 +31,7 @@ EXPECT_HELP = (
     "causal, bidirectional, padding, window:W (|i−j| ≤ W), prefix:P, chunk:C, docs:L1,L2,… (lengths summing to "
     "seq), joined with +, e.g. causal+window:3 or causal+padding"
 )
+MAX_MASK_PARAM = 1 << 20  # window:W, prefix:P, chunk:C, docs lengths: beyond any model's positions
 _ALIASES = {"none": "bidirectional", "full": "bidirectional"}
 _TERM = re.compile(r"^(window|prefix|chunk):(\d+)$")
 _DOCS = re.compile(r"^docs:(\d+(?:,\d+)*)$")
@@ -215,14 +216,14 @@ def parse(spec: str, allow_empty: bool = False) -> Expectation:
             continue
         m = _TERM.match(raw)
         if m:
-            kind, n = m.group(1), int(m.group(2))
+            kind, n = m.group(1), _number(m.group(1), m.group(2))
             if kind == "chunk" and n < 1:
                 raise MaskError("chunk:C needs C ≥ 1 positions per block")
             terms.append(Term(kind, n))
             continue
         m = _DOCS.match(raw)
         if m:
-            lengths = tuple(int(n) for n in m.group(1).split(","))
+            lengths = tuple(_number("docs", n) for n in m.group(1).split(","))
             if min(lengths) < 1:
                 raise MaskError(f"docs:{m.group(1)}: every document has at least one position")
             terms.append(Term("docs", lengths))
@@ -235,6 +236,15 @@ def parse(spec: str, allow_empty: bool = False) -> Expectation:
     if "bidirectional" in kinds and any(k not in ("bidirectional", "padding") for k in kinds):
         raise MaskError(f"expectation {spec!r}: bidirectional hides nothing, so it combines only with padding")
     return Expectation(tuple(terms))
+
+
+def _number(kind: str, text: str) -> int:
+    """Return the parameter as an int, refusing values beyond any model's positions before converting them."""
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_MASK_PARAM)) or int(digits) > MAX_MASK_PARAM:
+        shown = digits if len(digits) <= 12 else f"a {len(digits)}-digit number"
+        raise MaskError(f"{kind}:{shown} is too large: {kind}:N takes N from 0 to {MAX_MASK_PARAM:,}")
+    return int(digits)
 
 
 def is_expectation(spec: object) -> bool:

@@ -19,8 +19,11 @@ masks.MAX_ELEMENTS cells, so nobody builds a 10^12-cell tensor.
 from __future__ import annotations
 
 import ast
+import contextvars
 import math
 import operator
+import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import MaskError
+from .. import settings
+from ..errors import BudgetError, MaskError
 from .conventions import MAX_ELEMENTS
 
 MAX_CHARS = 1000
@@ -81,6 +85,11 @@ class _FInfo:
     tiny: float
 
 
+def _first_line(err: BaseException) -> str:
+    lines = str(err).splitlines()
+    return (lines[0] if lines else type(err).__name__)[:200]
+
+
 def _refuse(what: str) -> MaskError:
     return MaskError(f"not allowed in a mask expression: {what}")
 
@@ -95,6 +104,71 @@ def _check_numel(shape: tuple[int, ...] | torch.Size, what: str) -> None:
         n *= d
     if n > MAX_ELEMENTS:
         raise MaskError(f"{what} would have {n:,} cells; a mask may have at most {MAX_ELEMENTS:,}")
+    meter = _METER.get()
+    if meter is not None:
+        meter.reserve(n * 8, what)  # sized as the widest dtype (int64/float64): before it is built
+
+
+class _Meter:
+    """Live bytes and elapsed time of one expression: every tensor it makes is counted until it is freed.
+
+    Bytes are counted per storage (views share one), through weakref finalizers, so the budget is what is alive at
+    once, not per tensor: a tuple of 43 large tensors is stopped, a long chain of temporaries is not.
+    """
+
+    def __init__(self, cap_bytes: int, cap_seconds: float):
+        self.cap_bytes, self.cap_seconds = cap_bytes, cap_seconds
+        self.live = 0
+        self.peak = 0
+        self.storages: dict[int, list[int]] = {}  # data_ptr → [nbytes, tensors alive on it]
+        self.start = time.perf_counter()
+
+    def reserve(self, nbytes: int, what: str) -> None:
+        """Refuse to build `nbytes` more when that would put the live total over the budget."""
+        if self.live + nbytes > self.cap_bytes:
+            raise BudgetError(
+                settings.over_budget(
+                    "expr_mb",
+                    math.ceil((self.live + nbytes) / 2**20),
+                    f"the mask expression ({what}, with {self.live / 2**20:,.0f} MB already alive)",
+                )
+            )
+
+    def tick(self) -> None:
+        elapsed = time.perf_counter() - self.start
+        if elapsed > self.cap_seconds:
+            raise BudgetError(settings.over_budget("expr_seconds", round(elapsed, 2), "the mask expression"))
+
+    def track(self, x: Any) -> None:
+        if isinstance(x, tuple | list):
+            for v in x:
+                self.track(v)
+            return
+        if not isinstance(x, torch.Tensor):
+            return
+        storage = x.untyped_storage()
+        ptr, nbytes = storage.data_ptr(), storage.nbytes()
+        entry = self.storages.get(ptr)
+        if entry is None:
+            entry = self.storages[ptr] = [nbytes, 0]
+            self.live += nbytes
+            self.peak = max(self.peak, self.live)
+        entry[1] += 1
+        weakref.finalize(x, self._release, ptr)
+        if self.live > self.cap_bytes:  # an op that grew a tensor without a size guard (e.g. .double())
+            self.reserve(0, "a tensor it made")
+
+    def _release(self, ptr: int) -> None:
+        entry = self.storages.get(ptr)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            self.live -= entry[0]
+            del self.storages[ptr]
+
+
+_METER: contextvars.ContextVar[_Meter | None] = contextvars.ContextVar("mask_expression_meter", default=None)
 
 
 def _shape_args(args: tuple[Any, ...], what: str) -> tuple[int, ...]:
@@ -397,14 +471,20 @@ def _builtin_dtype(x: Any) -> Any:
 
 
 class _Interpreter:
-    def __init__(self, names: dict[str, Any]):
+    def __init__(self, names: dict[str, Any], meter: _Meter):
         self.names = names
+        self.meter = meter
 
     def run(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is None:
             raise _refuse(_REFUSED_NAMES.get(type(node), type(node).__name__))  # type: ignore[arg-type]
-        return method(node)
+        self.meter.tick()
+        value = method(node)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**62:
+            raise MaskError("a number in the mask expression grew too large (over 2**62)")
+        self.meter.track(value)
+        return value
 
     def _Expression(self, node: ast.Expression) -> Any:
         return self.run(node.body)
@@ -472,8 +552,8 @@ class _Interpreter:
             return impl(*args, **kwargs)
         except MaskError:
             raise
-        except (TypeError, ValueError, RuntimeError, IndexError) as err:
-            raise MaskError(f"{name}: {str(err).splitlines()[0]}") from None
+        except (TypeError, ValueError, RuntimeError, IndexError, ArithmeticError) as err:
+            raise MaskError(f"{name}: {_first_line(err)}") from None
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Any:
         v = self.run(node.operand)
@@ -507,8 +587,8 @@ class _Interpreter:
         _broadcast_guard(a, b, what=f"'{sym}'")
         try:
             return fn(a, b)
-        except (TypeError, RuntimeError, ZeroDivisionError) as err:
-            raise MaskError(f"'{sym}': {str(err).splitlines()[0]}") from None
+        except (TypeError, ValueError, RuntimeError, ArithmeticError) as err:
+            raise MaskError(f"'{sym}': {_first_line(err)}") from None
 
     def _Compare(self, node: ast.Compare) -> Any:
         if len(node.ops) != 1:
@@ -532,8 +612,8 @@ class _Interpreter:
             raise MaskError(f"cannot index a {type(base).__name__}")
         try:
             return base[index]
-        except (IndexError, TypeError, RuntimeError, ValueError) as err:
-            raise MaskError(f"indexing: {str(err).splitlines()[0]}") from None
+        except (IndexError, TypeError, RuntimeError, ValueError, ArithmeticError) as err:
+            raise MaskError(f"indexing: {_first_line(err)}") from None
 
     def _Slice(self, node: ast.Slice) -> slice:
         parts = [None if p is None else self.run(p) for p in (node.lower, node.upper, node.step)]
@@ -593,10 +673,19 @@ def evaluate(
         "inf": math.inf,
         **_BUILTINS,
     }
+    cfg = settings.current()
+    meter = _Meter(cfg.expr_bytes, cfg.expr_seconds)
+    token = _METER.set(meter)
     try:
-        out = _Interpreter(names).run(tree)
+        out = _Interpreter(names, meter).run(tree)
     except RecursionError:
         raise MaskError("the mask expression is nested too deeply") from None
+    except MemoryError:
+        raise BudgetError("the mask expression ran out of memory; ATTENTION_LENS_EXPR_MB bounds it") from None
+    except (ArithmeticError, ValueError, TypeError, RuntimeError, IndexError) as err:
+        raise MaskError(f"the mask expression failed: {type(err).__name__}: {_first_line(err)}") from None
+    finally:
+        _METER.reset(token)
     if isinstance(out, np.ndarray):
         out = torch.from_numpy(out)
     if not isinstance(out, torch.Tensor):

@@ -4,16 +4,20 @@ short expressions over `seq` (models.masks.expressions, evaluated without eval()
 from __future__ import annotations
 
 import io
+import math
 import os
 import warnings
 import zipfile
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
 
+from .. import settings
 from ..errors import MaskError
-from .conventions import _WORD, MASK_FILE_SUFFIXES, MAX_FILE_BYTES, as_tensor, is_named
+from ..files import read_user_file
+from .conventions import _WORD, MASK_FILE_SUFFIXES, MAX_ELEMENTS, as_tensor, is_named
 from .expectations import EXPECT_HELP
 from .expectations import parse as parse_expectation
 from .expressions import evaluate
@@ -29,28 +33,67 @@ def _pick(named: dict, what: str) -> object:
     raise MaskError(f"{what} holds {len(named)} entries ({', '.join(sorted(named)[:6])}); name the mask 'mask'")
 
 
+def _npy_header(f: IO[bytes], name: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Return (shape, dtype) from a .npy header, refusing object arrays and sizes over the budgets before the data."""
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    except (ValueError, OSError, EOFError) as err:
+        raise MaskError(
+            f"{name} is not a readable .npy file: {str(err).splitlines()[0] if str(err) else 'bad header'}"
+        ) from None
+    if dtype.hasobject:
+        raise MaskError(f"{name} holds Python objects, which are never unpickled: save a plain bool/int/float array")
+    _check_shape(tuple(shape), name, dtype.itemsize)
+    return tuple(shape), dtype
+
+
+def _check_shape(shape: tuple[int, ...], name: str, itemsize: int) -> None:
+    if len(shape) == 0:
+        raise MaskError(f"{name} holds a single number (a 0-d array), not a mask: save an array of shape (seq, seq)")
+    n = math.prod(shape)
+    if n > MAX_ELEMENTS:
+        raise MaskError(f"{name} declares shape {shape}: {n:,} cells; a mask may have at most {MAX_ELEMENTS:,}")
+    settings.require("max_upload_mb", round(n * itemsize / 2**20, 1), f"{name}'s array")
+
+
+def _npz_members(data: bytes, name: str) -> dict[str, zipfile.ZipInfo]:
+    """Return the .npz's array members by name after checking their declared sizes against the upload budget."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        infos = [i for i in z.infolist() if not i.is_dir()]
+    total = sum(i.file_size for i in infos)  # declared uncompressed sizes: zipfile never inflates past them
+    settings.require("max_upload_mb", round(total / 2**20, 1), f"{name} once decompressed")
+    return {i.filename[: -len(".npy")] if i.filename.endswith(".npy") else i.filename: i for i in infos}
+
+
 def load_mask_bytes(data: bytes, name: str) -> torch.Tensor:
     """Return the mask stored in a .npy, .npz or .pt file's bytes, never unpickling anything.
 
-    .npy/.npz load with allow_pickle=False; .pt with torch.load(weights_only=True) and must hold a tensor (or a
-    dict with one tensor, or one named 'mask'). An .npz from `python -m models export` works: its 'mask' is used.
+    .npy/.npz load without pickle, their headers (shape, dtype) and declared sizes checked before any data is
+    read or inflated; .pt with torch.load(weights_only=True) and must hold a tensor (or a dict with one tensor,
+    or one named 'mask'); sparse tensors are made dense within the same budgets. An .npz from
+    `python -m models export` works: its 'mask' is used.
     """
     suffix = Path(name).suffix.lower()
-    if len(data) > MAX_FILE_BYTES:
-        raise MaskError(f"{name} is {len(data) / 2**20:.0f} MiB; a mask file may be at most {MAX_FILE_BYTES >> 20} MiB")
+    settings.require("max_upload_mb", round(len(data) / 2**20, 1), name)
     try:
         if suffix == ".npy":
             if not data.startswith(b"\x93NUMPY"):  # np.load would take anything else for a pickle
                 raise MaskError(f"{name} is not a readable .npy file: no NumPy header (save it with np.save)")
-            arr = np.load(io.BytesIO(data), allow_pickle=False)
-            return as_tensor(arr)
+            return _read_npy(io.BytesIO(data), name)
         if suffix == ".npz":
-            with np.load(io.BytesIO(data), allow_pickle=False) as z:
-                key = _pick({k: k for k in z.files}, name)
-                return as_tensor(z[key])  # type: ignore[index]
+            members = _npz_members(data, name)
+            key = _pick({k: k for k in members}, name)
+            with zipfile.ZipFile(io.BytesIO(data)) as z, z.open(members[str(key)]) as f:
+                return _read_npy(f, f"{name}[{key}]")
         if suffix in (".pt", ".pth"):
             if not data.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip, or its legacy pickle stream
                 raise MaskError(f"{name} is not a readable {suffix} file: not written by torch.save")
+            if data.startswith(b"PK"):
+                _npz_members(data, name)  # the same declared-size check on torch.save's zip
             with warnings.catch_warnings():  # torch warns about pickle protocols it then refuses anyway
                 warnings.simplefilter("ignore")
                 obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -60,6 +103,10 @@ def load_mask_bytes(data: bytes, name: str) -> torch.Tensor:
                 raise MaskError(
                     f"{name} holds a {type(obj).__name__}, not a tensor: save it with torch.save(mask, path)"
                 )
+            if obj.layout != torch.strided:  # sparse: sized from its shape before it is made dense
+                _check_shape(tuple(obj.shape), name, obj.element_size())
+                obj = obj.to_dense()
+            _check_shape(tuple(obj.shape), name, obj.element_size())
             return as_tensor(obj)
     except MaskError:
         raise
@@ -68,8 +115,10 @@ def load_mask_bytes(data: bytes, name: str) -> torch.Tensor:
             raise MaskError(
                 f"{name} holds Python objects, which are never unpickled: save a plain bool/int/float array"
             ) from None
-        raise MaskError(f"{name} is not a readable {suffix} file: {err}") from None
-    except (OSError, EOFError, RuntimeError, zipfile.BadZipFile, KeyError, TypeError) as err:
+        raise MaskError(
+            f"{name} is not a readable {suffix} file: {str(err).splitlines()[0] if str(err) else err}"
+        ) from None
+    except (OSError, EOFError, RuntimeError, zipfile.BadZipFile, KeyError, TypeError, NotImplementedError) as err:
         raise MaskError(
             f"{name} is not a readable {suffix} file: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
         ) from None
@@ -82,22 +131,22 @@ def load_mask_bytes(data: bytes, name: str) -> torch.Tensor:
     raise MaskError(f"{name}: a mask file is .npy, .npz or .pt")
 
 
+def _read_npy(f: IO[bytes], name: str) -> torch.Tensor:
+    """Return the array of a .npy stream after its header passed the checks (no pickle, within budget)."""
+    start = f.tell()
+    _npy_header(f, name)
+    f.seek(start)
+    return as_tensor(np.lib.format.read_array(f, allow_pickle=False))
+
+
 def load_mask_file(path: str | os.PathLike) -> torch.Tensor:
-    """Return the mask stored in a .npy, .npz or .pt file (see load_mask_bytes)."""
+    """Return the mask stored in a .npy, .npz or .pt file (see load_mask_bytes): a regular file within budget."""
     p = Path(path).expanduser()
     if p.suffix.lower() not in MASK_FILE_SUFFIXES:
         raise MaskError(f"{p}: a mask file is .npy, .npz or .pt")
-    if not p.is_file():
+    if not p.exists():
         raise MaskError(f"mask file {p} does not exist")
-    if p.stat().st_size > MAX_FILE_BYTES:
-        raise MaskError(
-            f"{p} is {p.stat().st_size / 2**20:.0f} MiB; a mask file may be at most {MAX_FILE_BYTES >> 20} MiB"
-        )
-    try:
-        data = p.read_bytes()
-    except OSError as err:
-        raise MaskError(f"cannot read {p}: {err.strerror or err}") from None
-    return load_mask_bytes(data, p.name)
+    return load_mask_bytes(read_user_file(p, "mask file"), p.name)
 
 
 def looks_like_file(source: str) -> bool:

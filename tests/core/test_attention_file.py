@@ -22,6 +22,7 @@ from models.attention_file import (
     read,
 )
 from models.cli import main as cli_main
+from models.errors import InputError
 
 TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
@@ -66,7 +67,7 @@ def test_npz_batched_picks_item_and_says_so():
     batched = np.stack([softmax_maps(2, 3, 5, 5, seed=9), REF], axis=1)  # (layers, batch, heads, q, k)
     m = read(npz(attentions=batched, tokens=np.array(TOKENS)), "b.npz", item=1)
     check_ref(m)
-    assert any("batch of 2; showing item 1" in n for n in m.notes)
+    assert any("batch of 2; showing item 1" in str(n) for n in m.notes)
     with pytest.raises(AttentionFileError, match=r"item 2 .* batch holds 2"):
         read(npz(attentions=batched), "b.npz", item=2)
 
@@ -82,7 +83,7 @@ def test_npy_without_tokens_names_positions():
     m = read(buf.getvalue(), "a.npy")
     np.testing.assert_array_equal(m.attentions, REF)
     assert m.tokens == ["0", "1", "2", "3", "4"] and not m.named
-    assert any("positions are named 0…4" in n for n in m.notes)
+    assert any("positions are named 0…4" in str(n) for n in m.notes)
 
 
 @pytest.mark.parametrize("per_layer", [False, True])
@@ -106,7 +107,7 @@ def test_torch_tuple_like_transformers_output():
     per_layer = tuple(torch.from_numpy(REF[i])[None] for i in range(2))  # each (batch 1, heads, q, k)
     m = read(torch_bytes(per_layer), "out.pt")
     np.testing.assert_array_equal(m.attentions, REF)
-    assert any("positions are named" in n for n in m.notes)
+    assert any("positions are named" in str(n) for n in m.notes)
 
 
 def test_torch_dict_with_tokens_and_legacy_format():
@@ -205,7 +206,8 @@ def test_rows_not_summing_to_one_is_a_warning_saying_how_far():
     m = read(npz(attentions=REF * 0.8, tokens=np.array(TOKENS)), "scaled.npz")
     np.testing.assert_array_equal(m.attentions, REF * 0.8)
     (note,) = m.notes
-    assert "30 of 30 rows do not sum to 1 (off by up to 0.2" in note
+    assert note.code == "rows" and note.values["n"] == 30
+    assert "30 of 30 rows do not sum to 1 (off by up to 0.2" in str(note)
 
 
 def test_pickled_object_arrays_are_refused():
@@ -228,8 +230,10 @@ def test_unknown_and_damaged_files():
         read(good[:-8], "cut.safetensors")
     with pytest.raises(AttentionFileError, match="tokens.*JSON list"):
         read(st_save({"attentions": REF}, metadata={"tokens": "[the cat"}), "m.safetensors")
-    with pytest.raises(AttentionFileError, match=r"cannot read .*missing\.npz"):
+    with pytest.raises(InputError, match=r"cannot read attention file .*missing\.npz"):
         read(Path("/nonexistent/missing.npz"))
+    with pytest.raises(InputError, match="it is a folder"):
+        read(Path(__file__).parent)
 
 
 def test_size_cap_is_checked_from_headers_before_inflating(monkeypatch):
@@ -313,4 +317,12 @@ def test_normaliser_takes_every_layout_to_the_same_maps():
 def test_maps_from_keys_without_names_are_positions():
     m = maps_from(softmax_maps(1, 2, 3, 4), ["a", "b", "c"])
     assert m.cross and m.k_tokens == ["0", "1", "2", "3"]
-    assert any("no k_tokens were given" in n for n in m.notes)
+    assert any("no k_tokens were given" in str(n) for n in m.notes)
+
+
+def test_the_cap_is_the_operators_upload_budget(monkeypatch):
+    data = npz(attentions=np.zeros((4, 12, 128, 128), dtype=np.float32))  # 3 MB inflated
+    read(data, "ok.npz")
+    monkeypatch.setenv("ATTENTION_LENS_MAX_UPLOAD_MB", "1")
+    with pytest.raises(AttentionFileError, match="over this server's limit of 1 MB"):
+        read(data, "big.npz")

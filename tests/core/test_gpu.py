@@ -36,3 +36,16 @@ def test_half_precision_returns_float32_attention(dtype):
     assert out.attentions.dtype == torch.float32
     assert torch.allclose(out.attentions.sum(-1), torch.ones(()), atol=1e-4)
     assert (out.attentions - ref.attentions).abs().max() < 5e-2
+
+
+def test_cuda_decoder_parity_fp32(gpt2_dir):
+    from tests.core.test_decoder import TEXTS
+    from tests.core.test_decoder import hf_reference as gpt2_reference
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dec = load_encoder(str(gpt2_dir), device="cuda")
+    for text in TEXTS.values():
+        out = dec.encode(text)
+        attn, hidden, _ = gpt2_reference(gpt2_dir, text)  # transformers on the CPU
+        assert (out.attentions - attn).abs().max() <= ATTN_TOL
+        assert (out.hidden_states - hidden).abs().max() <= HIDDEN_TOL

@@ -88,11 +88,21 @@ def test_file_instead_of_folder(tiny_dir):
         load_encoder(str(tiny_dir / "config.json"), device="cpu")
 
 
-def test_non_bert_architecture(tmp_path):
+def test_gpt2_with_cross_attention_is_unsupported(tmp_path):
+    """GPT-2 decoders load (tests/core/test_decoder.py); one with cross-attention is another architecture."""
+    from transformers import GPT2Config, GPT2Model
+
+    cfg = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=100, n_positions=16, add_cross_attention=True)
+    GPT2Model(cfg).save_pretrained(tmp_path)
+    with pytest.raises(UnsupportedArchitectureError, match="unsupported architecture.*cross-attention"):
+        load_encoder(str(tmp_path), device="cpu")
+
+
+def test_gpt2_folder_without_vocabulary(tmp_path):
     from transformers import GPT2Config, GPT2Model
 
     GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=100, n_positions=16)).save_pretrained(tmp_path)
-    with pytest.raises(UnsupportedArchitectureError, match="unsupported architecture.*gpt2"):
+    with pytest.raises(ModelLoadError, match="no vocabulary"):
         load_encoder(str(tmp_path), device="cpu")
 
 
