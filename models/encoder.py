@@ -253,7 +253,7 @@ class Encoder:
         if mask is None:
             return None, "bidirectional"
         if isinstance(mask, str):
-            exp = masks.parse_expectation(mask, allow_empty=True)
+            exp = masks.parse_expectation(mask, allow_empty=True, what="mask")
             return masks.named_keep(mask, seq, self.device), exp.name
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
             raise MaskError(

@@ -87,7 +87,7 @@ def named_keep(spec: str, seq: int, device: torch.device | str | None = None) ->
     `padding` adds nothing here: padded keys come from the tokenizer's attention_mask, which the encoder always
     applies. The grammar is models.masks.expectations (one parser for --mask, --expect and the sidebar).
     """
-    return parse_expectation(spec, allow_empty=True).position_keep(seq, device)
+    return parse_expectation(spec, allow_empty=True, what="mask").position_keep(seq, device)
 
 
 def combine(*keeps: torch.Tensor | None) -> torch.Tensor | None:

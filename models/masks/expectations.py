@@ -197,12 +197,13 @@ class Expectation:
         return out
 
 
-def parse(spec: str, allow_empty: bool = False) -> Expectation:
+def parse(spec: str, allow_empty: bool = False, what: str = "expectation") -> Expectation:
     """Return the Expectation for 'causal', 'causal+window:3', 'causal+docs:5,3,8', 'causal+padding', ….
 
     Case and spaces do not matter. Refused with MaskError naming the grammar: unknown terms, a term twice,
     bidirectional combined with a positional term, window/prefix without a number, chunk:0, docs with a zero
-    length. An empty spec is bidirectional when allow_empty, else refused.
+    length. An empty spec is bidirectional when allow_empty, else refused. `what` names the spec in messages
+    ("unknown mask 'sideways'" for --mask and encode(mask=...)).
     """
     if not isinstance(spec, str) or not spec.strip():
         if allow_empty and (spec is None or isinstance(spec, str)):
@@ -228,7 +229,8 @@ def parse(spec: str, allow_empty: bool = False) -> Expectation:
                 raise MaskError(f"docs:{m.group(1)}: every document has at least one position")
             terms.append(Term("docs", lengths))
             continue
-        raise MaskError(f"unknown expectation {raw!r} in {spec!r}: use {EXPECT_HELP}")
+        where = "" if raw == spec.lower().replace(" ", "") else f" in {spec!r}"
+        raise MaskError(f"unknown {what} {raw!r}{where}: use {EXPECT_HELP}")
     kinds = [t.kind for t in terms]
     dup = sorted({k for k in kinds if kinds.count(k) > 1})
     if dup:

@@ -180,9 +180,9 @@ def resolve(
         return exp.keep(seq), "named"
     if _WORD.fullmatch(s) and s != "attention_mask":  # words joined by + can only be a misspelt expectation
         try:
-            parse_expectation(s)
+            parse_expectation(s, what="mask")
         except MaskError as err:
-            if "unknown expectation" not in str(err):
+            if "unknown mask" not in str(err):
                 raise
             raise MaskError(
                 f"unknown mask {s!r}: use {EXPECT_HELP}, a .npy/.npz/.pt file, or an expression over seq such as "
