@@ -15,9 +15,11 @@ from .errors import (
     UnsupportedArchitectureError,
 )
 from .gpt2 import GPT2Model, KVCache
+from .masks.harness import AttentionReport, assert_attention, check_attention
 from .weights import bundled_model_dir, load_encoder, load_model
 
 __all__ = [
+    "AttentionReport",
     "AttnVizError",
     "BudgetError",
     "BertConfig",
@@ -35,7 +37,9 @@ __all__ = [
     "SettingsError",
     "TruncationWarning",
     "UnsupportedArchitectureError",
+    "assert_attention",
     "bundled_model_dir",
+    "check_attention",
     "load_encoder",
     "load_model",
 ]

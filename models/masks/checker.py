@@ -423,7 +423,7 @@ def _diagnose(
         for code, values, near in exp.neighbours(T):
             candidates.append((near[None] & pad, Phrase(f"diag.{code}", {**values, "expect": name})))
     if exp.padding:
-        flipped = (exp.position_keep(T) if pos is not None else ones)[None] & real.flip(-1)[:, None, :]
+        flipped = (ones if pos is None else pos)[None] & real.flip(-1)[:, None, :]
         if not torch.equal(flipped, expected):
             candidates.append((flipped, Phrase("diag.padding_wrong_side")))
     for cand, phrase in candidates:
@@ -433,7 +433,8 @@ def _diagnose(
     first = int(torch.broadcast_to(keep, (B, keep.shape[1], T, T))[0, 0, 0].sum())
     named = ["causal", f"window:{max(first - 1, 0)}", f"prefix:{first}"]
     for other in named:
-        if other != name and same(masks.named_keep(other, T)):
+        near = masks.named_keep(other, T)
+        if other != name and near is not None and same(near):
             return [Phrase("diag.is_named", {"name": other})]
     return []
 

@@ -155,8 +155,8 @@ class Expectation:
         terms = tuple(Term("window", int(t.value) * depth) if t.kind == "window" else t for t in self.terms)  # type: ignore[arg-type]
         return Expectation(terms).name
 
-    def replace(self, old: Term, new: Term | None) -> Expectation:
-        return Expectation(tuple(new if t == old else t for t in self.terms if not (t == old and new is None)))
+    def replace(self, old: Term, new: Term) -> Expectation:
+        return Expectation(tuple(new if t == old else t for t in self.terms))
 
     def neighbours(self, seq: int) -> list[tuple[str, dict[str, object], torch.Tensor]]:
         """Return the classic near misses of this expectation as (code, values, (seq, seq) keep), to match bugs by.
