@@ -5,10 +5,11 @@ This file wires the shared sidebar and the pages together; it computes nothing i
 
 import streamlit as st
 
-from ui import presentation, sidebar, state
+from ui import debug, presentation, sidebar, state
 from ui.state import t
 
 st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
+debug.script_run()
 state.init()
 
 PAGES = [

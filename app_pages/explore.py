@@ -16,7 +16,7 @@ import streamlit as st
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout
 from models.attention_file import AttentionMaps
-from ui import controls, source, state
+from ui import controls, debug, source, state
 from ui.sidebar import current_encoder, current_maps
 from ui.state import t
 from viz.aggregate import token_bars
@@ -59,13 +59,13 @@ def _share_url() -> str:
 # ---- cached computations (keyed by the sidebar's selections; the output itself is not hashed) --------
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@debug.counted("mosaic", st.cache_data(show_spinner=False, max_entries=16))
 def _mosaic(_attn: np.ndarray, _keep: np.ndarray, _part: Part, key: state.Selection, part: str, scale: str) -> Mosaic:
     # The cut happens inside: on a cache hit no (layers, heads, seq, seq) copy is made.
     return render_mosaic(_part.cut(_attn), None if _keep.all() else _part.cut(_keep), scale=scale)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@debug.counted("rollout", st.cache_data(show_spinner=False, max_entries=8))
 def _rollout(_attn: np.ndarray, key: state.Selection) -> np.ndarray:
     return attention_rollout(_attn).numpy()
 
@@ -318,12 +318,11 @@ def _export(out: Maps, attn: np.ndarray, figures: list, layer: int, head: int, v
         }
         if cross:  # queries and keys are different sequences: the reader takes them back by these names
             arrays["q_tokens"], arrays["k_tokens"] = arrays.pop("tokens"), np.array(source.key_tokens(out), dtype=str)
-        else:
-            arrays["rollout"] = _rollout(attn, source.result_key(out))
         a, b, c = st.columns(3)
         a.download_button(
             t("explore.download_npz", mb=attn.nbytes / 2**20),
-            data=lambda: npz_bytes(arrays),
+            # The rollout is computed when the file is asked for, not on every run of every view.
+            data=lambda: npz_bytes(arrays if cross else {**arrays, "rollout": attention_rollout(attn).numpy()}),
             file_name="attention.npz",
             mime="application/octet-stream",
             key="dl_npz",

@@ -177,7 +177,7 @@ def _pick(a: np.ndarray, axis: int, item: int, notes: list[Note]) -> np.ndarray:
     if batch > 1:
         text = f"the attention holds a batch of {batch}; showing item {item} (choose another with item=…)"
         notes.append(Note("batch", text, {"batch": batch, "item": item}))
-    return np.take(a, item, axis=axis)
+    return a[(slice(None),) * axis + (item,)]  # a view: the one copy is made when layers are stacked
 
 
 def normalise_attentions(
@@ -253,25 +253,25 @@ def check_values(attn: np.ndarray) -> list[Note]:
     """Refuse NaN, ±inf and negative weights (naming the first head and cell); return notes on row sums.
 
     attn: (layers, heads, q_pos, k_pos). Rows that do not sum to 1 are a note, not a refusal: masked rows and
-    renormalised maps are legitimate, but the shares shown are then not fractions of a whole.
+    renormalised maps are legitimate, but the shares shown are then not fractions of a whole. Two passes over
+    the maps (the row sums, which NaN and ±inf reach, and the minimum); the offending cell is looked up only
+    when there is one.
     """
-    for layer in range(attn.shape[0]):  # one layer at a time: no second full-size array
-        a = attn[layer]
-        bad = ~np.isfinite(a)
-        if bad.any():
-            h, i, j = (int(v) for v in np.argwhere(bad)[0])
-            raise AttentionFileError(
-                f"the attention holds {int(bad.sum())} NaN or infinite value(s), the first at layer {layer}, "
-                f"head {h}, query {i}, key {j} ({a[h, i, j]}): fix the source (a fully masked row with -inf?)"
-            )
-        neg = a < 0
-        if neg.any():
-            h, i, j = (int(v) for v in np.argwhere(neg)[0])
-            raise AttentionFileError(
-                f"the attention holds {int(neg.sum())} negative value(s), the first {a[h, i, j]:.4g} at layer "
-                f"{layer}, head {h}, query {i}, key {j}: these are not softmax weights (scores or logits?)"
-            )
     sums = attn.sum(-1, dtype=np.float64)  # (layers, heads, q_pos)
+    if not np.isfinite(sums).all():
+        bad = ~np.isfinite(attn)
+        layer, h, i, j = (int(v) for v in np.argwhere(bad)[0])
+        raise AttentionFileError(
+            f"the attention holds {int(bad.sum())} NaN or infinite value(s), the first at layer {layer}, "
+            f"head {h}, query {i}, key {j} ({attn[layer, h, i, j]}): fix the source (a fully masked row with -inf?)"
+        )
+    if attn.min() < 0:
+        neg = attn < 0
+        layer, h, i, j = (int(v) for v in np.argwhere(neg)[0])
+        raise AttentionFileError(
+            f"the attention holds {int(neg.sum())} negative value(s), the first {attn[layer, h, i, j]:.4g} at layer "
+            f"{layer}, head {h}, query {i}, key {j}: these are not softmax weights (scores or logits?)"
+        )
     off = np.abs(sums - 1.0)
     if off.max() <= ROW_SUM_TOL:
         return []
@@ -298,8 +298,8 @@ def is_causal(attn: np.ndarray) -> bool:
     L, H, Q, K = attn.shape  # layers, heads, q_pos, k_pos
     if Q != K or Q < 2:
         return False
-    upper = np.triu(np.ones((Q, K), dtype=bool), k=1)
-    return not any(bool(attn[layer][:, upper].any()) for layer in range(L))
+    # Row by row, so that no copy of the upper triangle is made; the first row settles most non-causal maps.
+    return not any(bool(attn[..., i, i + 1 :].any()) for i in range(Q - 1))
 
 
 def _tokens(x: Any, what: str) -> list[str]:

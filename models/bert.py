@@ -73,6 +73,44 @@ class SelfAttention(nn.Module):
         self.query = nn.Linear(cfg.d_model, cfg.d_model)  # W_q, all heads side by side
         self.key = nn.Linear(cfg.d_model, cfg.d_model)  # W_k
         self.value = nn.Linear(cfg.d_model, cfg.d_model)  # W_v
+        # (3·d_model, d_model) weight and (3·d_model,) bias of which W_q, W_k, W_v are views, once fuse_qkv ran.
+        self._qkv: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def fuse_qkv(self) -> None:
+        """Make W_q, W_k, W_v (and their biases) views of one stacked weight, so the forward runs one GEMM, not three.
+
+        The one place the three projections are joined. The modules keep their names and parameters — the
+        checkpoint's weights are ported into `query`, `key`, `value`, and "Inside a head" reads W_q, W_k, W_v
+        there — but their storage becomes rows of one tensor, so nothing is held twice and a change to
+        `query.weight` in place is a change to what the forward uses. Call after loading, moving and casting
+        (Encoder does); `.to()` afterwards gives the parameters storage of their own again, and the forward then
+        notices and runs the three projections separately, with the same result.
+        """
+        q, k, v = self.query, self.key, self.value
+        with torch.no_grad():
+            weight = torch.cat([q.weight, k.weight, v.weight])  # (3·d_model, d_model): W_q; W_k; W_v
+            bias = torch.cat([q.bias, k.bias, v.bias])  # (3·d_model,)
+        C = q.out_features  # d_model
+        for i, m in enumerate((q, k, v)):
+            m.weight = nn.Parameter(weight[i * C : (i + 1) * C], requires_grad=m.weight.requires_grad)
+            m.bias = nn.Parameter(bias[i * C : (i + 1) * C], requires_grad=m.bias.requires_grad)
+        self._qkv = (weight, bias)
+
+    def _fused(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Return the stacked weight and bias when W_q, W_k, W_v still live in them (and need no gradient)."""
+        if self._qkv is None:
+            return None
+        weight, bias = self._qkv
+        C = self.query.out_features
+        for i, m in enumerate((self.query, self.key, self.value)):
+            if (
+                m.weight.data_ptr() != weight[i * C].data_ptr()
+                or m.bias.data_ptr() != bias[i * C :].data_ptr()
+                or m.weight.requires_grad
+                or m.weight.dtype != weight.dtype
+            ):
+                return None
+        return weight, bias
 
     def forward(
         self,
@@ -91,9 +129,14 @@ class SelfAttention(nn.Module):
             every layer's map into one tensor afterwards (no autograd through it).
         """
         B, T, C = x.size()  # batch, seq, d_model
-        q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-        k = self.key(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-        v = self.value(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+        fused = self._fused()
+        if fused is not None:  # one GEMM for the three projections (see fuse_qkv), then views of its output
+            qkv = F.linear(x, *fused).view(B, T, 3, self.n_heads, self.d_k)  # (B, T, 3, nh, d_k)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, nh, T, d_k)
+        else:
+            q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+            k = self.key(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+            v = self.value(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
 
         # Q·Kᵀ/√d_k. The scale goes on q (seq·d_k numbers) rather than on the scores (seq² numbers), and when
         # nothing needs the raw scores kept they are computed straight into the memory of the returned probs.

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from . import settings
-from .bert import INTERNAL_NAMES, BertEncoder
+from .bert import INTERNAL_NAMES, BertEncoder, SelfAttention
 from .config import BertConfig, GPT2Config
 from .errors import InputError, MaskError
 from .gpt2 import GPT2Model
@@ -147,6 +147,9 @@ class Encoder:
         mlm_head: nn.Module | None = None,
     ):
         self.model = model.eval().requires_grad_(False)
+        for module in self.model.modules():  # after loading, moving and casting: W_q, W_k, W_v become one weight
+            if isinstance(module, SelfAttention):
+                module.fuse_qkv()
         # The checkpoint's masked-LM head (models.mlm.MlmHead), when it has one; head importance uses it.
         self.mlm_head = mlm_head.eval().requires_grad_(False) if mlm_head is not None else None
         self.tokenizer = tokenizer

@@ -1,4 +1,4 @@
-"""Cached loaders. The model is a shared resource (never mutated after load); results are cached data.
+"""Cached loaders. The model and the encoder's results are shared resources, never mutated after they are made.
 
 Every page gets the current EncoderOutput from `encode`, keyed by the sidebar's `Selection` (model, device, dtype,
 text, text_b, mask) and internals: switching pages never re-encodes, and a second session with the same text hits
@@ -11,10 +11,11 @@ import streamlit as st
 
 from models import Encoder, EncoderOutput, load_encoder
 
+from . import debug
 from .state import Selection
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
+@debug.counted("encoder", st.cache_resource(show_spinner=False, max_entries=3))
 def encoder(spec: str, device: str, dtype: str) -> Encoder:
     """Return the loaded model (errors are not cached: a fixed spec is retried)."""
     return load_encoder(spec, device=device, dtype=dtype)
@@ -26,7 +27,10 @@ def model(sel: Selection) -> Encoder:
 
 
 # A 512-token BERT-base result is ~150 MB of attention (~350 MB with internals): keep a handful, not dozens.
-@st.cache_data(show_spinner=False, max_entries=8)
+# A resource, not data: cache_data would pickle the result on store and unpickle a private copy on every call —
+# ~1 s of every rerun (a slider moved) at 512 tokens on BERT-base. Shared results are never mutated: pages and
+# analyses read them (the same contract as the model, and as the mask checker's reports).
+@debug.counted("encode", st.cache_resource(show_spinner=False, max_entries=8))
 def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
     return model(sel).encode(sel.text, sel.text_b or None, mask=sel.mask, internals=internals)

@@ -9,7 +9,7 @@ import streamlit as st
 from models.masks import load_mask_bytes
 from models.masks.checker import MaskReport, check_mask
 
-from . import cache
+from . import cache, debug
 from .state import Selection, t
 
 # Material icons ship with Streamlit's own font: no emoji font needed on a lecture-hall machine.
@@ -22,7 +22,7 @@ STATUS_ICON = {
 }
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+@debug.counted("checked", st.cache_resource(show_spinner=False, max_entries=8))
 def checked(
     sel: Selection,
     texts: tuple[str, ...],

@@ -2,11 +2,14 @@
 
     python -m models stats --model minilm --text "The cat sat on the mat." --json
     python -m models stats --model ./bert-base-uncased --file corpus.txt --json --out stats.json
+    python -m models stats --attentions attn.pt --json          # maps saved from any model, no model needed
 
 The JSON: {"model", "tokens", "sentences", "rows", "heads": [{"layer", "head", "entropy", "entropy_norm",
 "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", ["block",] "label"}, …],
 "redundancy": {"js", "js_per_row", "cosine", "cka"}, "thresholds", "importance", "importance_measure",
-"removal"}. Layers and heads are 0-based, heads in layer-major order (index = layer · heads + head), and
+"removal", "kind"}. With --attentions the fields that need the model are null (importance, importance_measure,
+removal, redundancy.cka), "kind" follows the detected causality and cross-attention adds "k_tokens".
+Layers and heads are 0-based, heads in layer-major order (index = layer · heads + head), and
 every matrix in that same order. Definitions: docs/METRICS.md.
 """
 
@@ -19,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.corpus import IMPORTANCE_SENTENCES, analyse_corpus, corpus_importance, read_corpus_file
-from ..analysis.heads import analyse, closest_pairs
+from ..analysis.heads import analyse, analyse_maps, closest_pairs
 from ..analysis.importance import head_importance
+from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..files import read_user_file
 from ..weights import load_encoder
@@ -38,6 +42,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the sentence to analyse")
     src.add_argument("--file", help="a UTF-8 text file, one sentence per line (A<TAB>B for a sentence pair)")
+    src.add_argument(
+        "--attentions",
+        metavar="FILE",
+        help="attention saved from any model (.npz, .npy, .json, .safetensors, .pt): statistics without a model",
+    )
+    p.add_argument("--item", type=int, default=0, help="with --attentions: which item of a batched file (from 0)")
     p.add_argument("--text-b", default=None, help="optional second sentence, with --text")
     p.add_argument("--mask", default=None, help="bidirectional (default), causal, window:W or prefix:P")
     p.add_argument("--json", action="store_true", help="print the JSON document (otherwise a table for people)")
@@ -56,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise StatsUsageError("stats: --text-b goes with --text; in a --file, write a pair as A<TAB>B on one line")
     if args.importance_sentences is not None and args.importance_sentences < 1:
         raise StatsUsageError("stats: --importance-sentences must be at least 1")
+    if args.attentions:
+        return _run_file(args)
     lines = None
     if args.file:
         path = Path(args.file)
@@ -80,12 +92,37 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {note}", file=sys.stderr)
 
     doc = report.to_json(importance=None if importance is None else importance.scores.ravel().tolist())
+    doc["kind"] = enc.kind
     if importance is not None:
         doc["importance_measure"] = importance.description
         doc["importance_sentences"] = importance.sentences
         if importance.curve is not None:
             c = importance.curve
             doc["removal"] = {"k": c.ks, "least_first": c.least_first, "most_first": c.most_first, "unit": c.unit}
+    _print(args, doc, report, importance)
+    return 0
+
+
+def _run_file(args: argparse.Namespace) -> int:
+    """`stats --attentions FILE`: the same document from maps without a model; model-only fields are null."""
+    if args.text_b is not None or args.mask is not None or args.importance_sentences is not None:
+        raise StatsUsageError("stats: --text-b, --mask and --importance-sentences need a model; not with --attentions")
+    if args.item < 0:
+        raise StatsUsageError("stats: --item must be 0 or more")
+    maps = read_attention_file(args.attentions, item=args.item)
+    for note in maps.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    report = analyse_maps(maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model)
+    doc = report.to_json()
+    doc["redundancy"]["cka"] = None  # CKA compares the heads' outputs: a file holds only their maps
+    doc.update(importance=None, importance_measure=None, removal=None, kind=maps.kind, causal=maps.causal)
+    if maps.cross:
+        doc["k_tokens"] = maps.k_tokens
+    _print(args, doc, report, None)
+    return 0
+
+
+def _print(args: argparse.Namespace, doc: dict[str, Any], report: Any, importance: Any) -> None:
     if args.json or args.out:
         text = json.dumps(doc, allow_nan=False, ensure_ascii=False)
         if args.out:
@@ -98,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
             print(text)
     else:
         print(_table(report, importance))
-    return 0
 
 
 def _progress(fraction: float, what: str) -> None:

@@ -51,6 +51,15 @@ def free_port() -> int:
 @contextlib.contextmanager
 def app_server(timeout: float = 90.0, extra_env: dict[str, str] | None = None) -> Iterator[str]:
     """Start the app with this venv's own python on 127.0.0.1; yield its base URL; stop it afterwards."""
+    with app_process(timeout, extra_env) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def app_process(
+    timeout: float = 90.0, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Like app_server, and also yield the server's process (its PID is the server's: bench/serve.py reads /proc)."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     log = open(ARTIFACTS_LOG(), "w")  # noqa: SIM115 - closed in finally
@@ -91,7 +100,7 @@ def app_server(timeout: float = 90.0, extra_env: dict[str, str] | None = None) -
                 time.sleep(0.3)
         else:
             raise TimeoutError(f"streamlit did not answer /_stcore/health within {timeout} s")
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:

@@ -1,0 +1,208 @@
+"""The server's cost of a typed text, against the encode it needs; and sixteen sessions typing at once.
+
+    python bench/serve.py                        # bundled model and BERT-base shape, 128 and 512 tokens, 16 sessions
+    python bench/serve.py --models minilm --lengths 128 --sessions 0     # a quick look
+
+Starts `streamlit run app.py` on 127.0.0.1 with this venv's python (so the child's PID is the server's), opens
+the Explore page in Debian's headless chromium and types like a person: fills the sidebar's text box with a text
+the app has not seen, commits it (Ctrl+Enter) and waits until the page is idle (the new overview is drawn and
+Streamlit's "running" indicator is gone, twice 0.3 s apart). Per typed text it reads the server's CPU time from
+/proc/<pid>/stat (user + system, every thread) and the wall time from the key press to idle, and counts the
+script runs in the server's debug log (ATTENTION_LENS_DEBUG=1). The encode's CPU is measured in this process
+on the same texts with the same model (Encoder.encode, what the page asks for), after the server has stopped.
+
+Prints, per model and length: median server CPU per typed text, the encode's CPU, their ratio (target ≤ 3 at
+128 tokens), typed → idle wall time, and script runs per typed text. Then the wall time from sixteen sessions
+(separate browser contexts) each typing a different 128-token text at once until the last is idle. Models:
+`minilm` (bundled, 6 layers) and `bert-base` (a random BertConfig() folder with the bundled uncased vocabulary,
+the shape of bert-base-uncased). Everything stays on 127.0.0.1; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORDS = (
+    "the model looks at every token and weighs how much each other token matters here while a lecturer "
+    "explains why heads attend to commas periods names verbs and the sentence start in many different ways"
+).split()
+TICK = os.sysconf("SC_CLK_TCK")
+# Idle: the overview image of the new text is drawn and Streamlit's running indicator is gone.
+RUNNING_JS = "() => !!document.querySelector('[data-testid=stStatusWidget] [data-testid=stStatusWidgetRunningIcon]')"
+IMAGE_JS = "() => { const i = document.querySelector('.js-plotly-plot image'); return i ? i.getAttribute('href') : '' }"
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the process's user + system CPU seconds so far (every thread), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14 and 15 of stat)
+
+
+def texts_of(tokenizer, n_tokens: int, count: int, seed: int) -> list[str]:
+    """Return `count` different texts that each tokenize to about n_tokens ([CLS] and [SEP] included)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        words = [rng.choice(WORDS) for _ in range(n_tokens * 2)]
+        ids = tokenizer(" ".join(words), add_special_tokens=False)["input_ids"][: n_tokens - 2]
+        out.append(tokenizer.decode(ids))
+    return out
+
+
+def wait_idle(page, old_image: str, timeout_s: float) -> float:
+    """Wait until the page shows a new overview and Streamlit has stopped running; return when it first was."""
+    deadline = time.perf_counter() + timeout_s
+    first_idle = None
+    while time.perf_counter() < deadline:
+        idle = page.evaluate(IMAGE_JS) not in ("", old_image) and not page.evaluate(RUNNING_JS)
+        now = time.perf_counter()
+        if idle:
+            first_idle = first_idle or now
+            if now - first_idle >= 0.3:  # still idle 0.3 s later: no rerun followed
+                return first_idle
+        else:
+            first_idle = None
+        time.sleep(0.05)
+    raise TimeoutError(f"the page did not become idle within {timeout_s} s")
+
+
+def type_text(page, text: str) -> str:
+    """Type a text into the sidebar like a person (fill, Ctrl+Enter); return the overview image before it."""
+    old = page.evaluate(IMAGE_JS)
+    box = page.get_by_label("Text", exact=True)
+    box.fill(text)
+    box.press("Control+Enter")
+    return old
+
+
+def script_runs(log: Path) -> int:
+    return log.read_text(errors="replace").count("script run") if log.is_file() else 0
+
+
+@dataclass
+class Typed:
+    cpu: list[float] = field(default_factory=list)  # server CPU s per typed text
+    wall: list[float] = field(default_factory=list)  # typed → idle s
+    runs: list[int] = field(default_factory=list)  # script runs per typed text
+
+
+def drive(browser, url: str, pid: int, log: Path, spec: str, texts: list[str], timeout_s: float) -> Typed:
+    """Open the app on `spec`, warm it on one text, then type each text and measure the server's cost."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{url}/?model={quote(spec)}")
+    wait_idle(page, "", timeout_s)
+    out = Typed()
+    for text in texts:
+        runs0, cpu0 = script_runs(log), cpu_seconds(pid)
+        t0 = time.perf_counter()
+        old = type_text(page, text)
+        idle_at = wait_idle(page, old, timeout_s)
+        out.wall.append(idle_at - t0)
+        out.cpu.append(cpu_seconds(pid) - cpu0)
+        out.runs.append(script_runs(log) - runs0)
+    page.close()
+    return out
+
+
+def sessions_at_once(browser, url: str, spec: str, texts: list[str], timeout_s: float) -> float:
+    """Return seconds from the first of len(texts) sessions typing (all at once) until the last is idle."""
+    pages = []
+    for _ in texts:
+        ctx = browser.new_context(viewport={"width": 1200, "height": 800})
+        page = ctx.new_page()
+        page.goto(f"{url}/?model={quote(spec)}")
+        pages.append(page)
+    for page in pages:
+        wait_idle(page, "", timeout_s)
+    t0 = time.perf_counter()
+    olds = [type_text(page, text) for page, text in zip(pages, texts, strict=True)]
+    for page, old in zip(pages, olds, strict=True):
+        wait_idle(page, old, timeout_s)
+    wall = time.perf_counter() - t0
+    for page in pages:
+        page.context.close()
+    return wall
+
+
+def encode_cpu(spec: str, texts: list[str]) -> list[float]:
+    """Return the CPU seconds (this process, every thread) of Encoder.encode on each text, after a warm-up."""
+    from models import load_encoder
+
+    enc = load_encoder(spec, device="cpu")
+    enc.encode(texts[0][: len(texts[0]) // 2])
+    out = []
+    for text in texts:
+        c0 = time.process_time()
+        enc.encode(text)
+        out.append(time.process_time() - c0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="minilm,bert-base")
+    ap.add_argument("--lengths", default="128,512")
+    ap.add_argument("--texts", type=int, default=5, help="typed texts per model and length (median reported)")
+    ap.add_argument("--sessions", type=int, default=16, help="sessions typing at once (0: skip), at most 32")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for any one page to be idle")
+    args = ap.parse_args()
+
+    from bench.encoder import bert_base_folder
+    from models import bundled_model_dir
+    from models.weights import _load_tokenizer
+    from tests.browser.support import ARTIFACTS, app_process, browser
+
+    lengths = [int(x) for x in args.lengths.split(",")]
+    sessions = max(0, min(args.sessions, 32))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
+    with tempfile.TemporaryDirectory() as tmp:
+        specs = {
+            m: str(bert_base_folder(Path(tmp) / "bert-base")) if m == "bert-base" else m for m in args.models.split(",")
+        }
+        tokenizer = _load_tokenizer(bundled_model_dir())
+        plan = {(m, n): texts_of(tokenizer, n, args.texts, seed=n) for m in specs for n in lengths}
+        crowd = texts_of(tokenizer, 128, sessions, seed=1000)
+        typed: dict[tuple[str, int], Typed] = {}
+        crowd_s = None
+        log = ARTIFACTS / "serve-debug.log"
+        env = {"ATTENTION_LENS_DEBUG": "1", "ATTENTION_LENS_DEBUG_FILE": str(log)}
+        with app_process(timeout=120, extra_env=env) as (url, proc), browser() as b:
+            for (m, n), texts in plan.items():
+                typed[(m, n)] = drive(b, url, proc.pid, log, specs[m], texts, args.timeout)
+            if sessions:
+                crowd_s = sessions_at_once(b, url, specs[next(iter(specs))], crowd, args.timeout)
+        encode = {(m, n): encode_cpu(specs[m], texts) for (m, n), texts in plan.items()}
+
+    print(
+        f"{'model':>9} {'tokens':>6} {'server CPU ms':>13} {'encode CPU ms':>13} {'ratio':>6} "
+        f"{'typed→idle s':>12} {'runs':>5}"
+    )
+    for (m, n), t in typed.items():
+        server, enc = statistics.median(t.cpu) * 1e3, statistics.median(encode[(m, n)]) * 1e3
+        print(
+            f"{m:>9} {n:>6} {server:>13.0f} {enc:>13.0f} {server / enc:>6.2f} "
+            f"{statistics.median(t.wall):>12.2f} {statistics.median(t.runs):>5.0f}"
+        )
+    print("target: server CPU per typed text ≤ 3 × the encode's at 128 tokens")
+    if crowd_s is not None:
+        print(
+            f"{sessions} sessions typing a 128-token text at once ({next(iter(specs))}): all idle after {crowd_s:.1f} s"
+        )
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()

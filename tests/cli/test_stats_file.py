@@ -1,0 +1,92 @@
+"""`python -m models stats --attentions FILE`: the same JSON as for the model that made the maps, with the
+fields that need a model null, and the encoder/decoder kind following the detected causality."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from models.cli import main
+from tests.core.test_attention_file import softmax_maps
+
+TEXT = "The keys to the cabinet are on the table."
+
+
+def run_json(capsys, *args) -> dict:
+    assert main(["stats", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("model", ["minilm", "random:gpt2-tiny"])
+def test_a_file_gives_the_models_own_statistics(tmp_path, capsys, model):
+    ref = run_json(capsys, "--model", model, "--text", TEXT, "--no-importance")
+    assert main(["export", "--model", model, "--text", TEXT, "--out", str(tmp_path / "a.npz")]) == 0
+    capsys.readouterr()
+    doc = run_json(capsys, "--attentions", str(tmp_path / "a.npz"))
+    assert doc["kind"] == ref["kind"] == ("decoder" if "gpt2" in model else "encoder")
+    assert doc["causal"] is (model != "minilm")
+    assert doc["tokens"] == ref["tokens"] and doc["rows"] == ref["rows"]
+    assert [(h["layer"], h["head"], h["label"]) for h in doc["heads"]] == [
+        (h["layer"], h["head"], h["label"]) for h in ref["heads"]
+    ]
+    for mine, theirs in zip(doc["heads"], ref["heads"], strict=True):
+        for k, v in theirs.items():
+            assert mine[k] == pytest.approx(v, abs=1e-5), k
+    for name in ("js", "js_per_row", "cosine"):
+        np.testing.assert_allclose(doc["redundancy"][name], ref["redundancy"][name], atol=1e-5)
+    assert doc["redundancy"]["cka"] is None
+    assert doc["importance"] is None and doc["importance_measure"] is None and doc["removal"] is None
+    assert set(ref) <= set(doc)
+
+
+def test_causal_detection_labels_an_encoder_run_under_a_causal_mask_decoder(tmp_path, capsys):
+    assert main(["export", "--text", TEXT, "--mask", "causal", "--out", str(tmp_path / "c.npz")]) == 0
+    capsys.readouterr()
+    assert run_json(capsys, "--attentions", str(tmp_path / "c.npz"))["kind"] == "decoder"
+
+
+def test_cross_attention_and_a_batched_torch_file(tmp_path, capsys):
+    path = tmp_path / "x.pt"
+    per_layer = tuple(
+        torch.from_numpy(softmax_maps(2, 3, 7, 11, seed=i)) for i in range(2)
+    )  # (batch 2, heads 3, 7, 11)
+    torch.save(
+        {"attentions": per_layer, "q_tokens": [f"q{i}" for i in range(7)], "k_tokens": list("abcdefghijk")}, path
+    )
+    assert main(["stats", "--attentions", str(path), "--item", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert "batch of 2; showing item 1" in captured.err
+    assert doc["k_tokens"] == list("abcdefghijk") and len(doc["tokens"]) == 7
+    assert len(doc["heads"]) == 6 and doc["heads"][0]["prev"] is None  # no neighbours across two sequences
+    assert np.array(doc["redundancy"]["js"]).shape == (6, 6)
+    assert main(["stats", "--attentions", str(path)]) == 0  # the table for people
+    assert "2 layers × 3 heads" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--mask", "causal"], "need a model; not with --attentions"),
+        (["--item", "-1"], "--item must be 0 or more"),
+        (["--item", "5"], "item 5 was asked for, but the batch holds 1"),
+    ],
+)
+def test_bad_arguments_and_files_exit_2_with_one_line(tmp_path, capsys, extra, message):
+    np.savez(tmp_path / "a.npz", attentions=softmax_maps(1, 2, 4, 4)[:, None])
+    assert main(["stats", "--attentions", str(tmp_path / "a.npz"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_pickled_payload_exits_2_and_never_runs(tmp_path, capsys):
+    from tests.core.test_attention_file import _Payload
+
+    marker = tmp_path / "pwned"
+    torch.save({"attentions": torch.zeros(1, 1, 2, 2), "tokens": _Payload(str(marker))}, tmp_path / "evil.pt")
+    assert main(["stats", "--attentions", str(tmp_path / "evil.pt"), "--json"]) == 2
+    assert "pickled objects are never run" in capsys.readouterr().err
+    assert not marker.exists()
