@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import InputError, MaskError
+from ..errors import InputError
 from .expectations import Expectation, Term
 from .expectations import parse as parse_expectation
 
@@ -797,7 +797,6 @@ def assert_attention(target: Any, expect: str, **kw: Any) -> AttentionReport:
 
 __all__ = [
     "AttentionReport",
-    "MaskError",
     "Target",
     "TargetError",
     "assert_attention",
