@@ -5,6 +5,7 @@ import math
 import numpy as np
 import streamlit as st
 
+from models.encoder import PARITY_TOLERANCE
 from models.lecture.steps import STEP_KEYS, HeadSteps, OneVsMany
 from ui import controls, lecture, presentation, state
 from ui.sidebar import current_encoder, current_output
@@ -12,7 +13,6 @@ from ui.state import t
 from viz.lecture import attention_map, compare_bars, heads_grid, matrix_heatmap, token_bars, vector_strip
 
 SLIDES = (*STEP_KEYS, "one_vs_many", "params")  # a slide each; the last two are "One head vs many"
-TOLERANCE = 1e-5  # the encoder's own parity bar against transformers
 
 
 def _values(s: HeadSteps) -> dict:
@@ -20,7 +20,6 @@ def _values(s: HeadSteps) -> dict:
     tok = s.tokens
     top = int(np.argmax(s.probs))
     top_dot = int(np.argmax(np.where(s.keep, s.dots, -np.inf)))
-    ent = lambda p: float(-(p[p > 0] * np.log(p[p > 0])).sum())  # noqa: E731
     return dict(
         layer=s.layer,
         head=s.head,
@@ -37,8 +36,8 @@ def _values(s: HeadSteps) -> dict:
         top_dot=f"{s.dots[top_dot]:.2f}",
         max_scaled=f"{s.probs.max():.3f}",
         max_unscaled=f"{s.probs_unscaled.max():.3f}",
-        ent_scaled=f"{ent(s.probs):.2f}",
-        ent_unscaled=f"{ent(s.probs_unscaled):.2f}",
+        ent_scaled=f"{s.entropy:.2f}",
+        ent_unscaled=f"{s.entropy_unscaled:.2f}",
         n_hidden=int((~s.keep).sum()),
         context_norm=f"{np.linalg.norm(s.context):.2f}",
         next_err=lecture.num(s.errors.get("next_layer", float("nan")), 2),
@@ -255,7 +254,7 @@ def _check(s: HeadSteps) -> tuple[str, bool]:
         context=lecture.num(err.get("context", 0.0), 2),
         next_layer=lecture.num(err["next_layer"], 2),
     )
-    return text, max(err["attention"], err["next_layer"]) <= TOLERANCE
+    return text, max(err["attention"], err["next_layer"]) <= PARITY_TOLERANCE
 
 
 def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from models import AttnVizError
+from models.masks import CONVENTIONS
 from models.masks.checker import EXAMPLES, MaskReport, example_expect
 from ui import controls, state
 from ui.mask_report import checked, show_report
@@ -15,7 +16,6 @@ from viz.heatmap import head_heatmap
 from viz.overlays import AGREEMENT, add_mask_overlay, mask_agreement
 
 SOURCES = ("example", "expression", "file")
-CONVENTIONS = ("keep", "drop", "additive")
 EXPECT_KINDS = ("causal", "bidirectional", "padding", "window", "prefix", "causal+padding", "composed")
 DEFAULT_BATCH = "Too tired."
 # Page widgets whose values should survive a visit to another page (the file uploader cannot be restored).

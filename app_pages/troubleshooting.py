@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from models import AttnVizError
+from models.analysis.heads import THRESHOLDS
 from models.lecture import memory, troubleshoot
 from ui import controls, lecture, mask_report, presentation, state
 from ui.sidebar import current_encoder, current_output
@@ -13,7 +14,7 @@ from ui.state import t
 from viz.lecture import attention_map, compare_bars, heads_grid
 
 ROWS = ("loss", "nan", "mask", "concat", "oom", "single", "slow", "uniform")  # the tutorial's order (section 7)
-BROAD = 0.9  # METRICS: a head is "broad" when its normalised entropy exceeds 0.9
+BROAD = THRESHOLDS["broad"]  # docs/METRICS.md: a head is broad when its normalised entropy exceeds this
 
 
 def _table() -> None:

@@ -22,9 +22,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from models import bundled_model_dir, load_encoder  # noqa: E402
+from models import bundled_model_dir, load_encoder
 
 
 def bert_base_folder(path: Path) -> Path:

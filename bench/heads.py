@@ -21,15 +21,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+import numpy as np
+import torch
+
+from models import load_encoder
+from models.analysis.corpus import analyse_corpus, read_corpus
+from models.analysis.heads import Accumulator, Roles, cka_matrix, cosine_matrix, js_matrix
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from models import load_encoder  # noqa: E402
-from models.analysis.corpus import analyse_corpus, read_corpus  # noqa: E402
-from models.analysis.heads import Accumulator, Roles, cka_matrix, cosine_matrix, js_matrix  # noqa: E402
 
 
 def machine(device: torch.device) -> str:

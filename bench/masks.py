@@ -29,14 +29,14 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from models import load_encoder  # noqa: E402
-from models.masks.checker import EXAMPLES, check_mask, example_expect  # noqa: E402
-from models.masks.harness import check_attention  # noqa: E402
+from models import load_encoder
+from models.masks.checker import EXAMPLES, check_mask, example_expect
+from models.masks.harness import check_attention
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "masks"))
-import attention_targets as at  # noqa: E402
+import attention_targets as at
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 

@@ -25,8 +25,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models import load_encoder  # noqa: E402
-from models.lecture import memory  # noqa: E402
+from models import load_encoder
+from models.lecture import memory
 
 
 def main() -> int:

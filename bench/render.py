@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-import numpy as np  # noqa: E402
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
 
 VENDOR = ROOT / "bench" / "vendor"
 BERTVIZ_CDN = '<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"></script>'

@@ -1,6 +1,8 @@
 """Our from-scratch BERT encoder and GPT-2 decoder, their weights, masks and analyses. torch only; transformers only to load weights."""
 
-from .bert import BertEncoder
+import warnings
+
+from .bert import BertModel
 from .config import BertConfig, GPT2Config
 from .encoder import Encoder, EncoderOutput, TruncationWarning
 from .errors import (
@@ -18,12 +20,21 @@ from .gpt2 import GPT2Model, KVCache
 from .masks.harness import AttentionReport, assert_attention, check_attention
 from .weights import bundled_model_dir, load_encoder, load_model
 
+
+def __getattr__(name: str) -> object:
+    """`models.BertEncoder`, the whole model's old name, still works (transformers calls it BertModel)."""
+    if name == "BertEncoder":
+        warnings.warn("models.BertEncoder is now models.BertModel", DeprecationWarning, stacklevel=2)
+        return BertModel
+    raise AttributeError(f"module 'models' has no attribute {name!r}")
+
+
 __all__ = [
     "AttentionReport",
     "AttnVizError",
     "BudgetError",
     "BertConfig",
-    "BertEncoder",
+    "BertModel",
     "DeviceError",
     "Encoder",
     "EncoderOutput",

@@ -620,7 +620,7 @@ def _from_torch(data: bytes, label: str, max_bytes: int) -> dict[str, Any]:
 
     try:
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError or others for bad files
+    except Exception as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise AttentionFileError(
             f"{label} could not be read as tensors (torch.load with weights_only=True; pickled objects are never "

@@ -119,6 +119,7 @@ class SelfAttention(nn.Module):
         head_gates: torch.Tensor | None = None,
         record: Recorder | None = None,
         probs_out: torch.Tensor | None = None,
+        fill: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Return the heads' concatenated context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
@@ -127,6 +128,8 @@ class SelfAttention(nn.Module):
             unchanged, 0 = removed); per-batch gates let one forward pass try a different set of heads per item.
         probs_out: float32 (batch, heads, q_pos, k_pos) to write probs into, so that the caller need not copy
             every layer's map into one tensor afterwards (no autograd through it).
+        fill: the score a hidden cell gets before the softmax; None = finfo(dtype).min (see below). The mask
+            checker passes float("-inf"), the tutorial's value, to show what it does to a row with no visible key.
         """
         B, T, C = x.size()  # batch, seq, d_model
         fused = self._fused()
@@ -151,8 +154,8 @@ class SelfAttention(nn.Module):
             record.scores.append(scores)
         if keep is not None:
             # finfo.min, not -inf: a row with every key masked becomes uniform instead of NaN.
-            fill = torch.finfo(scores.dtype).min
-            scores = scores.masked_fill(~keep, fill) if record is not None else scores.masked_fill_(~keep, fill)
+            value = torch.finfo(scores.dtype).min if fill is None else fill
+            scores = scores.masked_fill(~keep, value) if record is not None else scores.masked_fill_(~keep, value)
         # Softmax in float32 whatever the model dtype: the maps we show are float32 probabilities.
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, q_pos, k_pos)
 
@@ -221,13 +224,17 @@ class Layer(nn.Module):
         head_gates: torch.Tensor | None = None,
         record: Recorder | None = None,
         probs_out: torch.Tensor | None = None,
+        fill: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        context, probs = self.attention.self(x, keep, head_gates, record, probs_out)
+        """Return the layer's output (batch, seq, d_model) and its probs; arguments as SelfAttention's."""
+        context, probs = self.attention.self(x, keep, head_gates, record, probs_out, fill)
         h = self.attention.output(context, x)  # (B, T, d_model)
         return self.output(self.intermediate(h), h), probs
 
 
-class LayerStack(nn.Module):
+class BertEncoder(nn.Module):
+    """The stack of layers, named as transformers names it (`encoder.layer.N.…` in the state dict)."""
+
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.layer = nn.ModuleList(Layer(cfg) for _ in range(cfg.n_layers))
@@ -240,8 +247,10 @@ class ForwardResult:
     record: Recorder | None = None
 
 
-class BertEncoder(nn.Module):
-    """Embeddings and a stack of post-LN layers; state-dict keys equal Hugging Face BertModel's (no pooler)."""
+class BertModel(nn.Module):
+    """The whole BERT: embeddings and the stack of post-LN layers; state-dict keys equal transformers' BertModel's
+    (no pooler). Before the names followed transformers it was called BertEncoder (`models.BertEncoder` still
+    finds it, with a DeprecationWarning)."""
 
     kind = "encoder"
 
@@ -249,7 +258,7 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.config = cfg
         self.embeddings = Embeddings(cfg)
-        self.encoder = LayerStack(cfg)
+        self.encoder = BertEncoder(cfg)
 
     @property
     def layers(self) -> nn.ModuleList:

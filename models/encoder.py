@@ -1,4 +1,4 @@
-"""`Encoder`: tokenizer + our BertEncoder on a device, and `EncoderOutput`, the one result type every page uses."""
+"""`Encoder`: tokenizer + our BertModel on a device, and `EncoderOutput`, the one result type every page uses."""
 
 from __future__ import annotations
 
@@ -11,16 +11,31 @@ import torch
 from torch import nn
 
 from . import settings
-from .bert import INTERNAL_NAMES, BertEncoder, SelfAttention
+from .bert import INTERNAL_NAMES, BertModel, SelfAttention
 from .config import BertConfig, GPT2Config
 from .errors import InputError, MaskError
 from .gpt2 import GPT2Model
 from .masks import conventions as masks
 from .tokens import display_tokens
 
+# Our attention matches transformers' eager model on the same weights to this (max abs difference, float32):
+# the project's parity bar, which the tests hold and the lecture's self-check shows.
+PARITY_TOLERANCE = 1e-5
+
 
 class TruncationWarning(UserWarning):
     """The input had more tokens than the model's positions; the tail was cut."""
+
+
+@dataclass
+class Tokens:
+    """A tokenized, padded batch as the encoder feeds it to the model (CPU tensors)."""
+
+    input_ids: torch.Tensor  # [batch, seq] long
+    token_type_ids: torch.Tensor  # [batch, seq] long: 0 for sentence A, 1 for sentence B
+    attention_mask: torch.Tensor  # [batch, seq] long, 1 = real token, 0 = [PAD]
+    tokens: list[list[str]]  # per sentence, raw as the tokenizer gives them, padding included
+    cut: list[int]  # per sentence, tokens cut from the end to fit max_tokens
 
 
 @dataclass
@@ -31,7 +46,9 @@ class EncoderOutput:
     leading `batch` axis on every tensor, and `tokens` is a list per sentence (padded with [PAD]).
     """
 
-    tokens: list[str]  # raw, as the tokenizer gives them (BERT: with [CLS] and [SEP]; GPT-2: `Ġthe`); len == seq
+    # Raw, as the tokenizer gives them (BERT: with [CLS] and [SEP]; GPT-2: `Ġthe`); len == seq. A batch: one list
+    # of str per sentence (Any: the element type differs between a single result and a batch).
+    tokens: list[Any]
     input_ids: torch.Tensor  # [seq] long
     token_type_ids: torch.Tensor  # [seq] long: 0 for sentence A, 1 for sentence B
     attentions: torch.Tensor  # [layers, heads, q_pos, k_pos] float32, rows sum to 1
@@ -40,8 +57,8 @@ class EncoderOutput:
     padding: torch.Tensor  # [seq] bool, True = real token, False = [PAD]
     mask: str = "bidirectional"  # the mask's name, or "custom" for a user tensor
     model: str = ""  # display name of the model
-    truncated: int = 0  # tokens cut from the end to fit max positions
-    n_unknown: int = 0  # tokens that became [UNK]
+    truncated: int | list[int] = 0  # tokens cut from the end to fit max positions (a batch: per sentence)
+    n_unknown: int | list[int] = 0  # tokens that became [UNK] (a batch: per sentence)
     notes: list[str] = field(default_factory=list)  # warnings to show a person
     # Only when encode(..., internals=True):
     queries: torch.Tensor | None = None  # [layers, heads, seq, d_k]
@@ -52,7 +69,7 @@ class EncoderOutput:
     layer_inputs: torch.Tensor | None = None  # [layers + 1, seq, d_model]: embeddings, each layer's output
     # Readable tokens (byte-level BPE decoded: `Ġthe` → ` the`); the same as tokens for WordPiece. Pages label
     # with these and show the raw token on hover.
-    display_tokens: list[str] = field(default_factory=list)
+    display_tokens: list[Any] = field(default_factory=list)
     kind: str = "encoder"  # "encoder" (bidirectional, BERT) or "decoder" (causal, GPT-2)
 
     @property
@@ -82,6 +99,8 @@ class EncoderOutput:
             return False  # byte-level BPE has no unknown token: every byte is in the vocabulary
         specials = 2 + int(bool(self.token_type_ids.any()))  # [CLS] a [SEP], plus b [SEP] for a pair
         n_words = max(1, int(self.padding.sum()) - specials)
+        if isinstance(self.n_unknown, list):
+            raise ValueError("many_unknown is for single-text results: use item(i) of a batch")
         return self.n_unknown >= 2 and self.n_unknown >= 0.3 * n_words
 
     @property
@@ -94,7 +113,7 @@ class EncoderOutput:
         if not self.is_batch:
             raise ValueError("item() is for batched results")
         n = int(self.padding[i].sum()) if trim else self.padding.shape[1]
-        cut = {
+        cut: dict[str, Any] = {  # Any: replace() would otherwise read a tensor as one of the str fields
             "input_ids": self.input_ids[i, :n],
             "token_type_ids": self.token_type_ids[i, :n],
             "attentions": self.attentions[i, ..., :n, :n],
@@ -130,14 +149,14 @@ class EncoderOutput:
 
 
 class Encoder:
-    """A loaded model: tokenizer, our BertEncoder or GPT2Model on `device`, and the spec it came from.
+    """A loaded model: tokenizer, our BertModel or GPT2Model on `device`, and the spec it came from.
 
     Never mutated after load. `kind` is "encoder" or "decoder"; `encode` gives the same EncoderOutput for both.
     """
 
     def __init__(
         self,
-        model: BertEncoder | GPT2Model,
+        model: BertModel | GPT2Model,
         tokenizer: Any,
         device: torch.device,
         dtype: torch.dtype,
@@ -209,10 +228,9 @@ class Encoder:
     # ---- tokenization -------------------------------------------------------------------------------
 
     @staticmethod
-    def _clean(text: str | None, what: str, required: bool) -> str | None:
+    def _optional(text: str | None, what: str) -> str | None:
+        """Return text stripped, or None when it is None or blank; InputError when it is not a string."""
         if text is None:
-            if required:
-                raise InputError(f"{what} is empty: type a sentence to see its attention")
             return None
         if not isinstance(text, str):
             raise InputError(f"{what} must be a string, got {type(text).__name__}")
@@ -222,36 +240,60 @@ class Encoder:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise InputError(f"{what} is not valid Unicode text (it holds lone surrogates): pass UTF-8 text") from None
-        text = text.strip()
-        if not text:
-            if required:
-                raise InputError(f"{what} is empty: type a sentence to see its attention")
-            return None
-        return text
+        return text.strip() or None
 
-    def _tokenize(
-        self, texts: Sequence[str], texts_b: Sequence[str | None] | None
-    ) -> tuple[dict[str, torch.Tensor], list[int]]:
-        """Tokenize a batch with padding and truncation; also return how many tokens each item lost."""
-        limit = self.max_tokens
-        pairs = texts_b is not None and any(b is not None for b in texts_b)
-        if pairs and self.is_decoder:
-            raise InputError("sentence pairs are for BERT encoders: a decoder reads one text (join them instead)")
-        if pairs and any(b is None for b in texts_b):  # type: ignore[union-attr]
-            raise InputError("in a batch of pairs every item needs a second sentence")
-        args = (list(texts), list(texts_b)) if pairs else (list(texts),)  # type: ignore[arg-type]
-        kw = dict(
+    @classmethod
+    def _required(cls, text: str | None, what: str) -> str:
+        """Return text stripped; InputError when it is missing, blank or not a string."""
+        clean = cls._optional(text, what)
+        if clean is None:
+            raise InputError(f"{what} is empty: type a sentence to see its attention")
+        return clean
+
+    def tokenize(self, texts: str | Sequence[str], texts_b: Sequence[str | None] | None = None) -> Tokens:
+        """Check and tokenize a batch as `encode_batch` does: padded to the longest, cut to `max_tokens`.
+
+        texts: one text or several; texts_b: a second sentence per text (None or "" = none). Either every item is
+        a pair or none is. Raises InputError for empty or non-string input.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        if len(texts) == 0:
+            raise InputError("no texts to encode")
+        settings.require("max_batch", len(texts), "a batch of this many sentences")
+        clean = [self._required(t, f"text {i + 1}") for i, t in enumerate(texts)]
+        clean_b: list[str] | None = None
+        if texts_b is not None:
+            if len(texts_b) != len(texts):
+                raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
+            seconds = [self._optional(t, f"second sentence {i + 1}") for i, t in enumerate(texts_b)]
+            present = [b for b in seconds if b is not None]
+            if present and self.is_decoder:
+                raise InputError("sentence pairs are for BERT encoders: a decoder reads one text (join them instead)")
+            if present and len(present) != len(seconds):
+                raise InputError("in a batch of pairs every item needs a second sentence")
+            clean_b = present or None
+        args = (clean, clean_b) if clean_b is not None else (clean,)
+        kw: dict[str, Any] = dict(
             padding=True, return_tensors="pt", return_token_type_ids=True, return_attention_mask=True, verbose=False
         )
         enc = self.tokenizer(*args, **kw)
+        limit = self.max_tokens
         cut = [max(0, int(n) - limit) for n in enc["attention_mask"].sum(1)]
         if any(cut):  # tokenize again, cut to the limit (longest sentence first for pairs); [SEP] stays last
             enc = self.tokenizer(*args, truncation="longest_first", max_length=limit, **kw)
-        return enc, cut
+        ids = enc["input_ids"]
+        return Tokens(
+            input_ids=ids,
+            token_type_ids=enc["token_type_ids"],
+            attention_mask=enc["attention_mask"],
+            tokens=[self.tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids],
+            cut=cut,
+        )
 
     # ---- forward ------------------------------------------------------------------------------------
 
-    def _keep_for(self, mask: str | torch.Tensor | None, seq: int, batch: int = 1) -> tuple[torch.Tensor | None, str]:
+    def keep_for(self, mask: str | torch.Tensor | None, seq: int, batch: int = 1) -> tuple[torch.Tensor | None, str]:
         """Return the user's mask as a keep tensor on the device (None = nothing hidden) and its name."""
         if mask is None:
             return None, "bidirectional"
@@ -282,23 +324,14 @@ class Encoder:
         """
         if isinstance(texts, str):
             raise InputError("encode_batch takes a list of texts; use encode() for one")
-        if len(texts) == 0:
-            raise InputError("no texts to encode")
-        settings.require("max_batch", len(texts), "a batch of this many sentences")
-        clean = [self._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
-        clean_b = None
-        if texts_b is not None:
-            if len(texts_b) != len(texts):
-                raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
-            clean_b = [self._clean(t, f"second sentence {i + 1}", False) for i, t in enumerate(texts_b)]
-        enc, cut = self._tokenize(clean, clean_b)  # type: ignore[arg-type]
-
-        input_ids = enc["input_ids"]  # (B, T)
-        token_type_ids = enc["token_type_ids"]
-        attention_mask = enc["attention_mask"]  # (B, T), 1 = real token
+        batch = self.tokenize(texts, texts_b)
+        input_ids = batch.input_ids  # (B, T)
+        token_type_ids = batch.token_type_ids
+        attention_mask = batch.attention_mask  # (B, T), 1 = real token
+        cut = batch.cut
         B, T = input_ids.shape
         pad = masks.padding_keep(attention_mask).to(self.device) if not bool(attention_mask.all()) else None
-        user_keep, mask_name = self._keep_for(mask, T, B)
+        user_keep, mask_name = self.keep_for(mask, T, B)
         keep = masks.combine(pad, user_keep)
 
         res = self.model(
@@ -339,10 +372,9 @@ class Encoder:
             notes.append(msg)
             warnings.warn(msg, TruncationWarning, stacklevel=3)
 
-        raw = [self.tokenizer.convert_ids_to_tokens(row.tolist()) for row in input_ids]
         return EncoderOutput(
-            tokens=raw,
-            display_tokens=[display_tokens(row, byte_level=self.is_decoder) for row in raw],
+            tokens=batch.tokens,
+            display_tokens=[display_tokens(row, byte_level=self.is_decoder) for row in batch.tokens],
             kind=self.kind,
             input_ids=input_ids,
             token_type_ids=token_type_ids,
@@ -352,8 +384,8 @@ class Encoder:
             padding=attention_mask.bool(),
             mask=mask_name,
             model=self.name,
-            truncated=cut,  # type: ignore[arg-type]
-            n_unknown=n_unknown,  # type: ignore[arg-type]
+            truncated=cut,
+            n_unknown=n_unknown,
             notes=notes,
             **extra,
         )
@@ -366,8 +398,8 @@ class Encoder:
         internals: bool = False,
     ) -> EncoderOutput:
         """Encode one text (or a sentence pair through text_b); see EncoderOutput for what comes back."""
-        clean = self._clean(text, "text", True)
-        out = self.encode_batch([clean], None if text_b is None else [text_b], mask=mask, internals=internals)  # type: ignore[list-item]
+        clean = self._required(text, "text")
+        out = self.encode_batch([clean], None if text_b is None else [text_b], mask=mask, internals=internals)
         single = out.item(0, trim=False)
         if single.many_unknown:
             single.notes.append(

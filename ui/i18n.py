@@ -1,8 +1,12 @@
 """Strings shown to people, by key, in English and Chinese.
 
 Each language is a folder of TOML files under ui/locales/<lang>/, one per part of the app; a file's tables
-become dotted keys ("explore.title"). tests/test_i18n.py holds both languages to the same keys and the same
+become dotted keys ("explore.title"). tests/app/test_i18n.py holds both languages to the same keys and the same
 {placeholders}, so neither can fall behind.
+
+English that the command line prints too lives once, in models (which has no streamlit): the mask checker's
+messages are `models.masks.checker.MESSAGES`, merged here as `masks.msg.<code>`; ui/locales/zh holds their
+Chinese.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from models.masks.checker import MESSAGES as MASK_MESSAGES
 
 LOCALES = Path(__file__).resolve().parent / "locales"
 LANGUAGES = {"en": "English", "zh": "中文"}
@@ -41,6 +47,8 @@ def strings(lang: str) -> dict[str, str]:
         if clash:
             raise KeyError(f"{path.name} redefines {sorted(clash)[:3]}")
         out.update(flat)
+    if lang == "en":
+        out.update({f"masks.msg.{code}": text for code, text in MASK_MESSAGES.items()})
     return out
 
 

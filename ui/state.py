@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from viz.select import PARTS
 
-from .i18n import DEFAULT_LANGUAGE, LANGUAGES
+from .i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 
 EXAMPLES: dict[str, tuple[str, str]] = {
     # key → (text, text_b); labels are in the locale files under sidebar.example.<key>
@@ -148,10 +149,6 @@ def t(key: str, **values: Any) -> str:
     Outside a script run (AppTest formats a selectbox's options after the run, through its format_func) there is
     no session to read: the language of the last run in this process is used, not silently English.
     """
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    from .i18n import translate
-
     global _last_lang
     if get_script_run_ctx() is not None:
         _last_lang = st.session_state.get("lang", DEFAULT_LANGUAGE)

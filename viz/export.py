@@ -56,7 +56,7 @@ def figure_config(image_format: str = "png", filename: str = "attention", scale:
 
 def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     """Return a compressed NPZ of the arrays; refuses object arrays so that np.load(allow_pickle=False) reads it."""
-    clean = {}
+    clean: dict[str, Any] = {}  # Any: numpy's stub would read a value as savez's allow_pickle flag
     for name, value in arrays.items():
         a = np.asarray(value)
         if a.dtype == object:

@@ -13,6 +13,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .heatmap import head_heatmap
+from .overlays import add_mask_overlay
+
 DIVERGING = "RdBu_r"  # negative blue, positive red, 0 white: Q, K, V and scores have a sign
 WEIGHTS = "Blues"  # attention weights: 0..1
 HIGHLIGHT = "#ff7f0e"
@@ -319,11 +322,7 @@ def attention_map(
     axis_titles: (keys, queries, colour bar); keep: the (q_pos, k_pos) mask to veil (hidden cells) and check
     (red ✕ where weight lands on a hidden cell), drawn only when it hides something.
     """
-    from .heatmap import head_heatmap
-    from .overlays import add_mask_overlay
-
-    kwargs = {"hover": hover} if hover else {}
-    fig = head_heatmap(weights, tokens, title=title, **kwargs)
+    fig = head_heatmap(weights, tokens, title=title, hover=hover or None)
     fig.update_layout(xaxis_title=axis_titles[0], yaxis_title=axis_titles[1])
     fig.update_traces(colorbar_title_text=axis_titles[2], selector=dict(type="heatmap"))
     if highlight_row is not None:

@@ -119,17 +119,16 @@ def _batch(encoder: Encoder, lines: Sequence[Line], mask: str | None) -> tuple[B
     """Return a padded batch on the device for some lines, its tokens, and how many lines were truncated."""
     texts = [ln.text for ln in lines]
     texts_b = [ln.text_b for ln in lines] if lines[0].text_b is not None else None
-    enc, cut = encoder._tokenize(texts, texts_b)
+    enc = encoder.tokenize(texts, texts_b)
     dev = encoder.device
-    input_ids = enc["input_ids"].to(dev)  # (B, T)
+    input_ids = enc.input_ids.to(dev)  # (B, T)
     T = input_ids.shape[1]
-    real = enc["attention_mask"].bool().to(dev)
-    user_keep, _ = encoder._keep_for(mask, T)
+    real = enc.attention_mask.bool().to(dev)
+    user_keep, _ = encoder.keep_for(mask, T)
     keep = masks.combine(masks.padding_keep(real) if not bool(real.all()) else None, user_keep)
     keep = None if keep is None else torch.broadcast_to(masks.as_4d(keep), (len(texts), 1, T, T))
-    tokens = [encoder.tokenizer.convert_ids_to_tokens(row.tolist()) for row in enc["input_ids"]]
-    batch = Batch(input_ids, enc["token_type_ids"].to(dev), real, keep)
-    return batch, tokens, sum(1 for c in cut if c)
+    batch = Batch(input_ids, enc.token_type_ids.to(dev), real, keep)
+    return batch, enc.tokens, sum(1 for c in enc.cut if c)
 
 
 def analyse_corpus(
@@ -210,10 +209,12 @@ def corpus_importance(
 # ---- published BERT-base values (Clark et al. 2019), to show beside ours -----------------------------
 
 # Clark et al. number layers from 1; this app from 0. Layers below are 0-based (the paper's minus one).
-PUBLISHED = {
-    "sep_layers": (5, 9),  # "over half of all attention in layers 6–10 goes to [SEP]"
+SEP_LAYERS = (5, 9)  # "over half of all attention in layers 6–10 goes to [SEP]"
+CLS_EARLY_LAYERS = (0, 1, 2)  # "early layers favour [CLS]" (figure 2)
+PUBLISHED: dict[str, object] = {
+    "sep_layers": SEP_LAYERS,
     "sep_share": 0.5,
-    "cls_early_layers": (0, 1, 2),  # "early layers favour [CLS]" (figure 2)
+    "cls_early_layers": CLS_EARLY_LAYERS,
     "prev_layers": (1, 3, 6, 7),  # heads with > 50 % on the previous token, paper's layers 2, 4, 7, 8
     "next_layers": (0, 1, 1, 2, 5),  # … on the next token, paper's layers 1, 2, 2, 3, 6
     "last_cls_entropy": 3.89,  # nats, entropy of [CLS]'s attention in the last layer, ~128-token inputs
@@ -227,10 +228,10 @@ def is_bert_base(n_layers: int, n_heads: int, d_model: int) -> bool:
 
 def our_published_figures(report: HeadReport) -> dict[str, object]:
     """Return our figures for each published BERT-base fact (keys of PUBLISHED), from the report."""
-    lo, hi = PUBLISHED["sep_layers"]  # type: ignore[misc]
+    lo, hi = SEP_LAYERS
     sep_by_layer = report.layer_means("sep")
     cls_by_layer = report.layer_means("cls")
-    early = list(PUBLISHED["cls_early_layers"])  # type: ignore[call-overload]
+    early = list(CLS_EARLY_LAYERS)
     rest = [i for i in range(report.n_layers) if i not in early]
     prev_heads = [int(li) for li, _ in zip(*np.nonzero(report.stats["prev"] > 0.5), strict=True)]
     next_heads = [int(li) for li, _ in zip(*np.nonzero(report.stats["next"] > 0.5), strict=True)]

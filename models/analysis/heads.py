@@ -102,6 +102,14 @@ class Roles:
 # ---- per-head statistics --------------------------------------------------------------------------
 
 
+def row_entropy(p: torch.Tensor) -> torch.Tensor:
+    """Return the entropy −Σ p ln p of each row over the last axis, in nats (0·ln 0 = 0; docs/METRICS.md).
+
+    The one entropy of the project: the Heads page, the lecture's steps and troubleshooting all use it.
+    """
+    return torch.special.entr(p).sum(-1)
+
+
 def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     """Return each statistic of STATS per sentence and head, (batch, layers, heads), plus 'cls_entropy'.
 
@@ -118,8 +126,8 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     def row_mean(x: torch.Tensor, w: torch.Tensor = row_w) -> torch.Tensor:  # (B, L, H, q) → (B, L, H)
         return (x * w).sum(-1) / w.sum(-1).clamp_min(1)
 
-    row_entropy = -torch.special.xlogy(attn, attn).sum(-1)  # (B, L, H, T), 0·ln 0 = 0
-    entropy = row_mean(row_entropy)
+    rows_entropy = row_entropy(attn)  # (B, L, H, T)
+    entropy = row_mean(rows_entropy)
     log_n = torch.log(n.clamp_min(2))[:, None, None]
 
     # Shares of attention that land on classes of keys, in one matmul: (B, L, H, T, T) @ (B, 1, 1, T, m).
@@ -154,7 +162,7 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
         "confidence": row_mean(attn.amax(-1)),
         "distance": distance,
         "block": block,
-        "cls_entropy": row_entropy[..., 0],
+        "cls_entropy": rows_entropy[..., 0],
     }
 
 
@@ -343,21 +351,21 @@ class CkaAccumulator:
         """Add a batch: context (batch, layers, heads, seq, d_k), real (batch, seq) bool."""
         B, L, H, T, D = context.shape
         Z = context.permute(0, 3, 1, 2, 4)[real.bool()].reshape(-1, L * H * D).float()  # (tokens, LH·d_k)
-        if self.shift is None:
+        if self.shift is None or self.cross is None or self.total is None:
             self.shift = Z.mean(0)
             self.cross = torch.zeros(Z.shape[1], Z.shape[1], device=Z.device)
             self.total = torch.zeros(Z.shape[1], dtype=torch.float64, device=Z.device)
             self.heads = L * H
         Z = Z - self.shift
-        self.cross.addmm_(Z.T, Z)  # type: ignore[union-attr]
-        self.total += Z.sum(0, dtype=torch.float64)  # type: ignore[operator]
+        self.cross.addmm_(Z.T, Z)
+        self.total += Z.sum(0, dtype=torch.float64)
         self.count += Z.shape[0]
 
     def matrix(self) -> torch.Tensor:
         """Return the (heads, heads) CKA matrix of everything added so far."""
-        if self.cross is None or self.count < 2:
+        if self.cross is None or self.total is None or self.count < 2:
             raise ValueError("CKA needs at least two tokens")
-        mean = (self.total / self.count).float()  # type: ignore[operator]  # small: the data were shifted
+        mean = (self.total / self.count).float()  # small: the data were shifted
         F_, N = self.cross.shape[0], self.heads
         D = F_ // N
         hsic = torch.empty(N, N, dtype=torch.float64, device=self.cross.device)
@@ -384,6 +392,7 @@ def _batched(attn: torch.Tensor, real: torch.Tensor | None) -> tuple[torch.Tenso
 
 def cluster_order(dist: np.ndarray) -> list[int]:
     """Return the leaf order of average-linkage hierarchical clustering on a symmetric distance matrix."""
+    # scipy here, not at the top: only the map of heads needs it, and importing it costs ~0.3 s at startup.
     from scipy.cluster.hierarchy import leaves_list, linkage
     from scipy.spatial.distance import squareform
 

@@ -24,7 +24,7 @@ import torch
 from .. import masks
 from ..encoder import Encoder
 from ..errors import MaskError
-from ..masks.checker import check_mask, tokenize
+from ..masks.checker import check_mask
 from ..masks.expectations import EXPECT_HELP
 from ..weights import load_encoder
 from .common import EXIT_FAIL, EXIT_OK, add_model_args
@@ -78,8 +78,8 @@ def export_mask(
         if convention is not None:
             raise MaskError("--convention is for a mask file or expression; named masks are keep (True = may attend)")
         return mask
-    ids, _, attention_mask, _, _ = tokenize(enc, [text], None if text_b is None else [text_b])
-    seq = ids.shape[1]
-    raw, _ = masks.resolve(mask, seq=seq, batch=1, heads=enc.config.n_heads, attention_mask=attention_mask)
+    batch = enc.tokenize([text], None if text_b is None else [text_b])
+    seq = batch.input_ids.shape[1]
+    raw, _ = masks.resolve(mask, seq=seq, batch=1, heads=enc.config.n_heads, attention_mask=batch.attention_mask)
     keep = masks.to_keep(raw, convention or "keep")
     return masks.fit(keep, 1, enc.config.n_heads, seq)

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     out = enc.encode(args.text, args.text_b, mask=mask)
     for note in out.notes:
         print(f"warning: {note}", file=sys.stderr)
-    arrays = {
+    arrays: dict[str, Any] = {  # Any: numpy's stub would read a value as savez's allow_pickle flag
         "tokens": np.array(out.tokens, dtype=str),  # unicode array: loads with allow_pickle=False
         "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
         "attentions": out.attentions.numpy().astype(np.float32),  # (layers, heads, q_pos, k_pos)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..analysis.heads import row_entropy
+from ..bert import Layer
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
 
@@ -75,8 +77,8 @@ SOURCE = {
     "transpose": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
     "dot": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
     "scale": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
-    "mask": "fill = torch.finfo(scores.dtype).min\n"
-    "scores = scores.masked_fill(~keep, fill) if record is not None else scores.masked_fill_(~keep, fill)",
+    "mask": "value = torch.finfo(scores.dtype).min if fill is None else fill\n"
+    "scores = scores.masked_fill(~keep, value) if record is not None else scores.masked_fill_(~keep, value)",
     "softmax": "probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, q_pos, k_pos)",
     "weighted_sum": "context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)",
     "concat": "out = context.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d_model)",
@@ -125,6 +127,8 @@ class HeadSteps:
     head_share: np.ndarray  # [d_model] this head's part of output: context @ W_o[:, head's columns]ᵀ
     head_map: np.ndarray  # [q_pos, k_pos] this head's whole map
     keep_map: np.ndarray  # [q_pos, k_pos] bool, the mask the encoder applied (True = may attend)
+    entropy: float  # of the query's attention row (probs), nats
+    entropy_unscaled: float  # of the same row without the /√d_k (probs_unscaled), nats
     errors: dict[str, float] = field(default_factory=dict)  # max |ours − encoder's| per checked tensor
 
     def step(self, key: str) -> Step:
@@ -136,9 +140,10 @@ class HeadSteps:
         return slice(self.head * self.d_k, (self.head + 1) * self.d_k)
 
 
-def _layer_on_cpu(encoder: Encoder, layer: int) -> torch.nn.Module:
+def _layer_on_cpu(encoder: Encoder, layer: int) -> Layer:
     """Return the layer's module in float32 on the CPU (a copy when the model lives elsewhere or in half)."""
     module = encoder.model.layers[layer]
+    assert isinstance(module, Layer)
     if encoder.device.type == "cpu" and encoder.dtype == torch.float32:
         return module
     return copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
@@ -171,8 +176,9 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     _check_indices(out, layer, head, query)
     lay = _layer_on_cpu(encoder, layer)
     attn = lay.attention.self  # SelfAttention: W_q, W_k, W_v (attn.query, attn.key, attn.value)
-    W_o = lay.attention.output.dense  # noqa: N806 - named as in the formulas
+    W_o = lay.attention.output.dense
     keep = out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos): the mask the encoder applied
+    assert out.layer_inputs is not None  # _check_indices raised otherwise
     shapes: dict[str, tuple[int, ...]] = {}
 
     x = out.layer_inputs[layer].unsqueeze(0)
@@ -247,6 +253,8 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
         head_share=_np(context[0, hd, i] @ W_o.weight[:, cols].T),
         head_map=_np(probs[0, hd]),
         keep_map=out.keep.numpy().astype(bool).copy(),
+        entropy=float(row_entropy(probs[0, hd, i])),
+        entropy_unscaled=float(row_entropy(unscaled[0, hd, i])),
         errors=errors,
     )
 
@@ -270,11 +278,6 @@ class OneVsMany:
     heads_entropy: np.ndarray  # [heads] mean row entropy of each head's map, nats
 
 
-def _row_entropy(p: torch.Tensor) -> torch.Tensor:
-    """Return the mean over query rows of −Σ p ln p (0·ln 0 = 0) for maps (..., q_pos, k_pos)."""
-    return -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1).mean(-1)
-
-
 @torch.no_grad()
 def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
     """Return `layer` as its h heads and as a single head of width d_model built from the same four matrices.
@@ -285,11 +288,12 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
     """
     _check_indices(out, layer)
     lay = _layer_on_cpu(encoder, layer)
-    attn, W_o = lay.attention.self, lay.attention.output.dense  # noqa: N806
+    attn, W_o = lay.attention.self, lay.attention.output.dense
     keep = out.keep.to(torch.bool)[None]  # (1, q_pos, k_pos)
+    assert out.layer_inputs is not None  # _check_indices raised otherwise
     x = out.layer_inputs[layer].unsqueeze(0)  # (1, T, d_model)
     B, T, C = x.size()  # batch, seq, d_model
-    H, d_k = attn.n_heads, attn.d_k  # noqa: N806
+    H, d_k = attn.n_heads, attn.d_k
 
     # One head of width d_model: no view, no transpose.
     q, k, v = attn.query(x), attn.key(x), attn.value(x)  # (1, T, d_model)
@@ -322,6 +326,6 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
         params_per_head=per_head[0],
         params_w_o=w_o,
         output_change=float((out_single - out_heads).norm() / out_heads.norm().clamp_min(1e-12)),
-        single_entropy=float(_row_entropy(single[0])),
-        heads_entropy=_np(_row_entropy(maps)),
+        single_entropy=float(row_entropy(single[0]).mean(-1)),
+        heads_entropy=_np(row_entropy(maps).mean(-1)),
     )

@@ -36,11 +36,6 @@ def _need_internals(out: EncoderOutput, layer: int) -> None:
         raise InputError(f"layer {layer} does not exist: this model has layers 0–{out.n_layers - 1}")
 
 
-def _entropy(p: torch.Tensor) -> torch.Tensor:
-    """Return −Σ_j p ln p over the last axis (0·ln 0 = 0), in nats."""
-    return -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
-
-
 def _real_rows(out: EncoderOutput) -> torch.Tensor:
     """Return (q_pos,) bool: query rows that are real tokens (METRICS: padded rows are dropped)."""
     return out.padding.bool()
@@ -62,6 +57,7 @@ class ScalingEffect:
 def scaling_effect(out: EncoderOutput, layer: int, head: int = 0, query: int = 0) -> ScalingEffect:
     """Return softmax statistics of `layer` with the /√d_k (as trained) and without it, from the real Q, K."""
     _need_internals(out, layer)
+    assert out.queries is not None and out.keys is not None  # _need_internals raised otherwise
     q, k = out.queries[layer].float(), out.keys[layer].float()  # (heads, seq, d_k)
     d_k = q.shape[-1]
     keep = out.keep.bool()[None]  # (1, q_pos, k_pos)
@@ -72,7 +68,7 @@ def scaling_effect(out: EncoderOutput, layer: int, head: int = 0, query: int = 0
     for logits in (dots / math.sqrt(d_k), dots):
         p = torch.softmax(logits.masked_fill(~keep, torch.finfo(logits.dtype).min), dim=-1)
         visible = logits.masked_select(keep.expand_as(logits)).view(logits.shape[0], -1)
-        stats.append((p.max(-1).values[:, rows].mean(-1), _entropy(p)[:, rows].mean(-1), visible.std(-1)))
+        stats.append((p.max(-1).values[:, rows].mean(-1), heads.row_entropy(p)[:, rows].mean(-1), visible.std(-1)))
         probs.append(p)
     return ScalingEffect(
         d_k=int(d_k),
@@ -98,9 +94,10 @@ class ContiguousDemo:
 def contiguous_error(out: EncoderOutput, layer: int) -> ContiguousDemo:
     """Return what `context.transpose(1, 2).view(B, T, C)` does to the layer's real context: the real error."""
     _need_internals(out, layer)
+    assert out.context is not None  # _need_internals raised otherwise
     context = out.context[layer].unsqueeze(0).contiguous()  # (1, heads, seq, d_k), as the encoder holds it
-    B, H, T, d_k = context.shape  # noqa: N806
-    C = H * d_k  # noqa: N806
+    B, H, T, d_k = context.shape
+    C = H * d_k
     code_wrong = "context.transpose(1, 2).view(B, T, C)"
     code_right = "context.transpose(1, 2).contiguous().view(B, T, C)"
     moved = context.transpose(1, 2)
@@ -132,6 +129,7 @@ class MaskedRowDemo:
 def masked_row_nan(out: EncoderOutput, layer: int, head: int, query: int) -> MaskedRowDemo:
     """Return one real score row with every key masked, soft-maxed after −inf and after finfo.min."""
     _need_internals(out, layer)
+    assert out.scores is not None  # _need_internals raised otherwise
     row = out.scores[layer, head, query].float()  # (k_pos,), Q·Kᵀ/√d_k before the mask
     hidden = torch.ones_like(row, dtype=torch.bool)  # a query that may see nothing (e.g. a padded query, causal)
     with_inf = torch.softmax(row.masked_fill(hidden, float("-inf")), dim=-1)
@@ -162,7 +160,7 @@ def _future_mass(attn: torch.Tensor, intended: torch.Tensor, rows: torch.Tensor)
 def wrong_mask(encoder: Encoder, text: str, text_b: str | None = None, show_rows: int = 4) -> WrongMaskDemo:
     """Return the model's attention with the right causal mask (tril) and with the transposed one (triu)."""
     first = encoder.encode(text, text_b, mask="causal")
-    T = first.seq  # noqa: N806
+    T = first.seq
     intended = masks.causal_keep(T)  # (q_pos, k_pos), True = may attend
     planted = intended.T.contiguous()  # torch.triu: each position sees itself and the FUTURE
     second = encoder.encode(text, text_b, mask=planted)

@@ -28,15 +28,15 @@ import numpy as np
 import torch
 
 from .. import settings
-from ..encoder import Encoder
+from ..bert import BertModel
+from ..encoder import PARITY_TOLERANCE, Encoder
 from ..errors import InputError, MaskError
+from ..gpt2 import GPT2Model
 from . import conventions as masks
 from .expectations import Expectation
 from .expectations import parse as parse_expectation
 from .sources import resolve
 
-STATUSES = ("pass", "fail", "warn", "info", "skip")
-CHECKS = ("shape", "convention", "leaks", "over", "rows", "behaviour", "mass")
 N_EXAMPLES = 5  # positions listed per finding
 PERTURB_TOKENS = 2048  # token budget of the behavioural test's batch (perturbed copies × seq)
 MAX_PERTURB = 16
@@ -94,8 +94,8 @@ def example_expect(key: str, seq: int) -> str:
     return EXAMPLES[key][2].format(a=seq // 2, b=seq - seq // 2)
 
 
-# English for every message code; the page has the same codes, with the same {placeholders}, in
-# ui/locales/<lang>/masks.toml under [masks.msg] (tests/test_masks_page.py holds them together).
+# English for every message code, the CLI's and the page's (ui.i18n serves these as masks.msg.<code>); the
+# Chinese, with the same {placeholders}, is in ui/locales/zh/masks.toml (tests/app/test_masks_page.py).
 MESSAGES: dict[str, str] = {
     "verdict.pass": "PASS: this is a correct {expect} mask in the {declared} convention.",
     "verdict.fail": "FAIL: this is not a correct {expect} mask in the {declared} convention: {n_failed} of {n_checks} checks fail.",
@@ -181,8 +181,8 @@ class Phrase:
 class Finding(Phrase):
     """One check's outcome: status (pass, fail, warn, info, skip), the message, machine-readable evidence."""
 
-    check: str = ""
-    status: str = "info"
+    check: str = ""  # shape, convention, leaks, over, rows, behaviour or mass
+    status: str = "info"  # pass, fail, warn, info or skip
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -321,7 +321,7 @@ def _convention(
 ) -> tuple[str, Finding]:
     """Return (apparent convention, the convention finding)."""
     is_float = raw4.is_floating_point()
-    v = raw4.double() if raw4.dtype != torch.bool else None
+    v = raw4.double()
     has_nan = bool(torch.isnan(v).any()) if is_float else False
     zero_or_hard = bool(((v == 0) | (v <= masks.HARD_NEGATIVE)).all()) if is_float else False
     any_hard = bool((v <= masks.HARD_NEGATIVE).any()) if is_float else False
@@ -433,37 +433,30 @@ def _diagnose(
     first = int(torch.broadcast_to(keep, (B, keep.shape[1], T, T))[0, 0, 0].sum())
     named = ["causal", f"window:{max(first - 1, 0)}", f"prefix:{first}"]
     for other in named:
-        near = masks.named_keep(other, T)
-        if other != name and near is not None and same(near):
+        other_keep = masks.named_keep(other, T)
+        if other != name and other_keep is not None and same(other_keep):
             return [Phrase("diag.is_named", {"name": other})]
     return []
 
 
-def _run_layers(model: Any, ids: torch.Tensor, types: torch.Tensor, keep: torch.Tensor | None, neg_inf: bool = False):
-    """Return every layer's output (list of (B, T, d_model)) and, with neg_inf, NaN rows per layer (B, H, T).
+def _run_layers(
+    model: BertModel | GPT2Model,
+    ids: torch.Tensor,
+    types: torch.Tensor,
+    keep: torch.Tensor | None,
+    fill: float | None = None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Return every layer's output (list of (B, T, d_model)) and NaN query rows per layer (list of (B, H, T)).
 
-    neg_inf runs the tutorial's attention — `scores.masked_fill(mask == 0, float('-inf'))` then softmax — with our
-    encoder's own weights, to show what -inf does to a row with no visible key. Without it, this is our encoder.
+    The model's own layers, one at a time so that only one layer's maps live at once. fill is the score of
+    hidden cells: None for our finfo.min, float("-inf") for the tutorial's `masked_fill(mask == 0, -inf)`, to
+    show what -inf does to a row with no visible key.
     """
-    x = model.embeddings(ids, types)
+    x = model.embed(ids, types)
     outs, nan_rows = [], []
     for layer in model.layers:
-        if not neg_inf:
-            x, _ = layer(x, keep)
-        else:
-            att = layer.attention.self
-            B, T, C = x.size()  # batch, seq, d_model
-            q = att.query(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-            k = att.key(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)
-            v = att.value(x).view(B, T, att.n_heads, att.d_k).transpose(1, 2)
-            scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(att.d_k)  # (B, nh, q_pos, k_pos)
-            if keep is not None:
-                scores = scores.masked_fill(~keep, float("-inf"))
-            probs = torch.softmax(scores.float(), dim=-1)
-            nan_rows.append(torch.isnan(probs).any(-1))  # (B, nh, T)
-            context = torch.matmul(probs.to(v.dtype), v).transpose(1, 2).contiguous().view(B, T, C)
-            h = layer.attention.output(context, x)
-            x = layer.output(layer.intermediate(h), h)
+        x, probs = layer(x, keep, fill=fill)
+        nan_rows.append(torch.isnan(probs).any(-1))  # (B, nh, T)
         outs.append(x)
     return outs, nan_rows
 
@@ -543,8 +536,7 @@ def _behaviour(
     delta = torch.stack(deltas)  # (L, P, T)
     if not bool(torch.stack(frees).any()):
         return Finding("behaviour.skip", {"expect": exp.name}, "behaviour", "skip")
-    layer, i, where = np.unravel_index(int(delta.argmax()), tuple(delta.shape))
-    layer, i, where = int(layer), int(i), int(where)
+    layer, i, where = (int(n) for n in np.unravel_index(int(delta.argmax()), tuple(delta.shape)))
     change = float(delta[layer, i, where])
     per_plan = delta.amax(dim=(0, 2)).tolist()
     per_t = [{"item": b, "t": t, "max_change": m} for (b, _, t), m in zip(plans, per_plan, strict=True)]
@@ -552,7 +544,7 @@ def _behaviour(
     b = plans[i][0]
     kinds = {p[2] is None for p in plans}
     what = Phrase("what.both" if len(kinds) == 2 else "what.padding" if True in kinds else "what.after")
-    tol = 1e-5 if enc.dtype == torch.float32 else 1e-2
+    tol = PARITY_TOLERANCE if enc.dtype == torch.float32 else 1e-2
     data = {
         "max_change": change,
         "tolerance": tol,
@@ -580,26 +572,6 @@ def _behaviour(
     )
 
 
-def tokenize(enc: Encoder, texts: list[str], texts_b: list[str | None] | None = None):
-    """Return (ids, token types, attention_mask, tokens, notes) for a padded batch, as the encoder tokenizes it."""
-    if isinstance(texts, str):
-        texts = [texts]
-    if not texts:
-        raise InputError("no text to check the mask on")
-    settings.require("max_batch", len(texts), "a padded batch of this many sentences")
-    clean = [enc._clean(t, f"text {i + 1}", True) for i, t in enumerate(texts)]
-    clean_b = None
-    if texts_b is not None and any(b for b in texts_b):
-        if len(texts_b) != len(texts):
-            raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
-        clean_b = [enc._clean(t, f"second sentence {i + 1}", False) for i, t in enumerate(texts_b)]
-    batch, cut = enc._tokenize(clean, clean_b)  # type: ignore[arg-type]
-    ids = batch["input_ids"]
-    tokens = [enc.tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids]
-    notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(cut) if c]
-    return ids, batch["token_type_ids"], batch["attention_mask"], tokens, notes
-
-
 def check_mask(
     enc: Encoder,
     texts: list[str] | str,
@@ -617,9 +589,12 @@ def check_mask(
     """
     declared = masks.check_convention(convention)
     exp = parse_expect(expect)
-    ids, types, attention_mask, tokens, notes = tokenize(
-        enc, [texts] if isinstance(texts, str) else list(texts), texts_b
-    )
+    if not texts:
+        raise InputError("no text to check the mask on")
+    settings.require("max_batch", 1 if isinstance(texts, str) else len(texts), "a padded batch of this many sentences")
+    batch = enc.tokenize(texts, texts_b)
+    ids, types, attention_mask, tokens = batch.input_ids, batch.token_type_ids, batch.attention_mask, batch.tokens
+    notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(batch.cut) if c]
     B, T = ids.shape
     H, L = enc.config.n_heads, enc.config.n_layers
     real = attention_mask.bool()
@@ -694,7 +669,9 @@ def check_mask(
     rows_data: dict[str, Any] = {"empty_rows": int(empty.sum()), "empty_real_rows": int(empty_real.sum())}
     if bool(empty.any()):
         with torch.inference_mode():
-            outs, nan_rows = _run_layers(enc.model, ids.to(enc.device), types.to(enc.device), keep_dev, neg_inf=True)
+            outs, nan_rows = _run_layers(
+                enc.model, ids.to(enc.device), types.to(enc.device), keep_dev, fill=float("-inf")
+            )
         nan_out = int((torch.isnan(outs[-1].float()).any(-1).cpu() & real).sum())
         n_nan_rows = int(sum(int(r.sum()) for r in nan_rows))
         ours_finite = bool(torch.isfinite(attentions).all())

@@ -478,7 +478,7 @@ class _Interpreter:
     def run(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is None:
-            raise _refuse(_REFUSED_NAMES.get(type(node), type(node).__name__))  # type: ignore[arg-type]
+            raise _refuse(_REFUSED_NAMES.get(type(node), type(node).__name__))
         self.meter.tick()
         value = method(node)
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**62:

@@ -121,7 +121,7 @@ def load_file_target(spec: str) -> Target:
     sys.modules[mod_name] = module
     try:
         spec_.loader.exec_module(module)
-    except BaseException as err:  # noqa: BLE001 — user code: anything it raises is reported, in one line
+    except BaseException as err:
         sys.modules.pop(mod_name, None)
         if isinstance(err, KeyboardInterrupt):
             raise

@@ -154,3 +154,19 @@ def test_chinese_strings_for_the_file_source():
     at = with_file(CROSS_FILE, "cross.npz", lang="zh")
     assert not at.exception and not at.error
     assert any("交叉注意力" in c.value for c in at.caption)
+
+
+def test_a_files_mask_is_drawn_over_the_head_view(tmp_path, minilm):
+    from models.cli import main as cli_main
+
+    assert (
+        cli_main(["export", "--text", "One two three four.", "--mask", "causal", "--out", str(tmp_path / "c.npz")]) == 0
+    )
+    at = with_file((tmp_path / "c.npz").read_bytes(), "c.npz", view="head")
+    assert not at.exception and not at.error
+    assert any("Causal maps" in c.value for c in at.caption)
+    spec = head_chart(at)
+    veils = [tr for tr in spec["data"] if tr.get("type") == "heatmap"][1:]  # the map, then the mask's grey veil
+    assert veils, [tr.get("type") for tr in spec["data"]]
+    at = with_file(npz(attentions=REF, tokens=np.array(TOKENS)), "nomask.npz", view="head")
+    assert [tr.get("type") for tr in head_chart(at)["data"]].count("heatmap") == 1  # no mask in the file: no veil

@@ -36,7 +36,7 @@ def have_browser() -> bool:
     if not Path(CHROMIUM).is_file():
         return False
     try:
-        import playwright.sync_api  # noqa: F401
+        import playwright.sync_api  # noqa: F401 - imported only to learn whether playwright is installed
     except ImportError:
         return False
     return True
@@ -62,7 +62,7 @@ def app_process(
     """Like app_server, and also yield the server's process (its PID is the server's: bench/serve.py reads /proc)."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-    log = open(ARTIFACTS_LOG(), "w")  # noqa: SIM115 - closed in finally
+    log = open(ARTIFACTS_LOG(), "w")  # closed in finally
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -110,7 +110,7 @@ def app_process(
         log.close()
 
 
-def ARTIFACTS_LOG() -> Path:  # noqa: N802 - reads like a constant at the call site
+def ARTIFACTS_LOG() -> Path:  # upper case: reads like a constant at the call site
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS / "streamlit.log"
 

@@ -70,6 +70,21 @@ def test_fully_masked_row_is_not_nan():
     assert torch.allclose(probs[0, :, 2], torch.full((CFG.n_heads, 4), 0.25))
 
 
+def test_fill_minus_inf_is_the_tutorials_nan_and_changes_nothing_else():
+    """fill=-inf (the mask checker's demonstration) turns only the empty row into NaN; other rows are unchanged."""
+    ours, _, _ = _pair()
+    x = torch.randn(1, 4, CFG.d_model)
+    keep = torch.tril(torch.ones(4, 4, dtype=torch.bool))[None, None].clone()
+    keep[..., 2, :] = False
+    with torch.no_grad():
+        _, ours_probs = ours(x, keep=keep)
+        _, inf_probs = ours(x, keep=keep, fill=float("-inf"))
+    assert torch.isnan(inf_probs[0, :, 2]).all()
+    rest = [0, 1, 3]
+    assert not torch.isnan(inf_probs[0, :, rest]).any()
+    torch.testing.assert_close(inf_probs[0, :, rest], ours_probs[0, :, rest], rtol=0, atol=1e-7)
+
+
 def test_head_gates_remove_exactly_one_head():
     ours, _, _ = _pair()
     x = torch.randn(1, 5, CFG.d_model)

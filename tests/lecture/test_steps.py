@@ -101,8 +101,11 @@ def test_scaling_softmax_side_by_side(minilm):
     s = head_steps(minilm, out, 2, 3, 7)
     np.testing.assert_allclose(s.scores, s.dots / math.sqrt(s.d_k), rtol=1e-6, atol=1e-6)
     assert s.probs_unscaled.max() >= s.probs.max()
-    ent = lambda p: -(p[p > 0] * np.log(p[p > 0])).sum()  # noqa: E731
-    assert ent(s.probs_unscaled) <= ent(s.probs)
+    # The entropies the page quotes, against numpy written out here.
+    assert s.entropy == pytest.approx(-(s.probs[s.probs > 0] * np.log(s.probs[s.probs > 0])).sum(), abs=1e-5)
+    p = s.probs_unscaled[s.probs_unscaled > 0]
+    assert s.entropy_unscaled == pytest.approx(-(p * np.log(p)).sum(), abs=1e-5)
+    assert s.entropy_unscaled <= s.entropy
 
 
 def test_steps_are_recomputed_from_the_layer_input(minilm):
