@@ -20,7 +20,7 @@ from models.analysis.corpus import (
 )
 from models.analysis.heads import HeadReport
 from models.analysis.importance import Importance
-from ui import cache, state
+from ui import cache, results, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -31,6 +31,7 @@ from ui.heads_view import (
     shares_section,
     table_section,
 )
+from ui.safe import md
 from ui.sidebar import current_encoder
 from ui.state import Selection, t
 
@@ -38,7 +39,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "corpus_en.txt"
 MAX_LINES = 2000  # the app's limit; the CLI takes any length
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@results.cached
 def corpus_report(
     sel: Selection, lines: tuple[tuple[str, str | None], ...], _label: str = ""
 ) -> tuple[HeadReport, int, float]:
@@ -54,12 +55,17 @@ def corpus_report(
     return report, truncated, time.perf_counter() - start
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@results.cached
 def corpus_head_importance(sel: Selection, lines: tuple[tuple[str, str | None], ...], _label: str = "") -> Importance:
     """Return head importance over the corpus's first lines (cached per corpus and model), with a progress bar."""
     enc = cache.model(sel)
     with _progress_bar(_label) as progress:
         return corpus_importance(enc, [Line(*ln) for ln in lines], mask=sel.mask, progress=progress)
+
+
+def _forget_run() -> None:
+    st.session_state.pop("corpus_key", None)
+    st.session_state["corpus_stopped"] = True
 
 
 def _load_example() -> None:
@@ -72,14 +78,14 @@ def _lines() -> list[Line] | None:
     try:
         if uploaded is not None:
             lines = read_corpus_file(uploaded.getvalue(), uploaded.name)
-            st.caption(t("corpus.source_upload", name=uploaded.name, n=len(lines)))
+            st.caption(t("corpus.source_upload", name=md(uploaded.name), n=len(lines)))
         elif (st.session_state.get("corpus_text") or "").strip():
             lines = read_corpus(st.session_state["corpus_text"])
         else:
             st.info(t("corpus.empty"))
             return None
     except AttnVizError as err:
-        st.error(t("corpus.input_error", reason=str(err)))
+        st.error(t("corpus.input_error", reason=md(err)))
         return None
     if len(lines) > MAX_LINES:
         st.warning(t("corpus.too_many", limit=MAX_LINES, n=len(lines)))
@@ -92,7 +98,7 @@ def _progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
     """Show a progress bar while the block runs; yield the callback that moves it."""
     bar = st.progress(0.0, text=label)
     try:
-        yield lambda fraction, what: bar.progress(min(1.0, fraction), text=f"{label} {100 * fraction:.0f} %")
+        yield lambda fraction, what: bar.progress(min(1.0, fraction), text=f"{label} {100 * fraction:.0f} % · {what}")
     finally:
         bar.empty()
 
@@ -120,15 +126,23 @@ def main() -> None:
     plain = tuple((ln.text, ln.text_b) for ln in lines)
     if st.button(t("corpus.run", n=len(lines)), type="primary", key="corpus_run"):
         st.session_state["corpus_key"] = key
+    if st.session_state.pop("corpus_stopped", False):
+        st.warning(t("corpus.stopped"))
     if st.session_state.get("corpus_key") != key:
         st.info(t("corpus.press_run") if "corpus_key" not in st.session_state else t("corpus.changed"))
         return
 
+    # A click stops the run: Streamlit interrupts this script at the progress bar's next update, and the callback
+    # forgets the request so that the rerun does not start it again.
+    stop = st.empty()
+    stop.button(t("corpus.stop"), key="corpus_stop", icon=":material/stop:", on_click=_forget_run)
     try:
         report, truncated, seconds = corpus_report(sel, plain, _label=t("corpus.running", n=len(lines)))
     except AttnVizError as err:
-        st.error(t("corpus.input_error", reason=str(err)))
+        stop.empty()
+        st.error(t("corpus.input_error", reason=md(err)))
         return
+    stop.empty()
     if truncated:
         st.warning(t("corpus.truncated", n=truncated, limit=enc.max_tokens))
     c = enc.config

@@ -16,7 +16,7 @@ import streamlit as st
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout
 from models.attention_file import AttentionMaps
-from ui import controls, debug, source, state
+from ui import controls, debug, results, source, state
 from ui.sidebar import current_encoder, current_maps
 from ui.state import t
 from viz.aggregate import token_bars
@@ -59,13 +59,13 @@ def _share_url() -> str:
 # ---- cached computations (keyed by the sidebar's selections; the output itself is not hashed) --------
 
 
-@debug.counted("mosaic", st.cache_data(show_spinner=False, max_entries=16))
+@debug.counted("mosaic", results.cached)
 def _mosaic(_attn: np.ndarray, _keep: np.ndarray, _part: Part, key: state.Selection, part: str, scale: str) -> Mosaic:
     # The cut happens inside: on a cache hit no (layers, heads, seq, seq) copy is made.
     return render_mosaic(_part.cut(_attn), None if _keep.all() else _part.cut(_keep), scale=scale)
 
 
-@debug.counted("rollout", st.cache_data(show_spinner=False, max_entries=8))
+@debug.counted("rollout", results.cached)
 def _rollout(_attn: np.ndarray, key: state.Selection) -> np.ndarray:
     return attention_rollout(_attn).numpy()
 

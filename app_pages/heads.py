@@ -6,7 +6,7 @@ from models.analysis.corpus import is_bert_base
 from models.analysis.heads import HeadReport, analyse, analyse_maps
 from models.analysis.importance import Importance, head_importance, work_estimate
 from models.attention_file import AttentionMaps
-from ui import cache, debug, source, state
+from ui import cache, debug, results, source, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -25,19 +25,19 @@ from ui.state import Selection, t
 AUTO_IMPORTANCE_WORK = 1e11
 
 
-@debug.counted("head_report", st.cache_data(show_spinner=False, max_entries=16))
+@debug.counted("head_report", results.cached)
 def head_report(sel: Selection) -> HeadReport:
     """Return statistics, labels and redundancy of the selection's text (numpy only, cached per selection)."""
     return analyse(cache.encode(sel, True), cache.model(sel).device)
 
 
-@debug.counted("importance", st.cache_data(show_spinner=False, max_entries=16))
+@debug.counted("importance", results.cached)
 def importance(sel: Selection) -> Importance:
     """Return head importance of the selection's text with its removal curve (cached per selection)."""
     return head_importance(cache.model(sel), cache.encode(sel, False))
 
 
-@debug.counted("file_report", st.cache_data(show_spinner=False, max_entries=8))
+@debug.counted("file_report", results.cached)
 def file_report(key: Selection, _maps: AttentionMaps) -> HeadReport:
     """Return statistics, labels and redundancy of an attention file's maps (cached per file and item)."""
     return analyse_maps(_maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model)

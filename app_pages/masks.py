@@ -10,6 +10,7 @@ from models.masks import CONVENTIONS
 from models.masks.checker import EXAMPLES, MaskReport, example_expect
 from ui import controls, state
 from ui.mask_report import checked, show_report
+from ui.safe import md
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.heatmap import head_heatmap
@@ -191,7 +192,7 @@ def main() -> None:
                 expect,
             )
     except AttnVizError as err:
-        st.error(t("masks.bad_mask", reason=str(err)))
+        st.error(t("masks.bad_mask", reason=md(err)))
         return
 
     show_report(report)

@@ -2,8 +2,10 @@
 
 import streamlit as st
 
+from models import settings
 from models.lecture import memory
-from ui import presentation, state
+from ui import presentation, slots, state
+from ui.safe import md
 from ui.sidebar import current_encoder
 from ui.state import t
 from viz.lecture import memory_chart
@@ -123,7 +125,10 @@ def _measured(font: int) -> None:
     st.markdown(t("memory.measured.explain", name=enc.name, device=str(dev), layers=c.n_layers, heads=c.n_heads))
     seqs = [s for s in MEASURE_SEQS if s <= enc.max_tokens]
     left, right = st.columns([1, 3], vertical_alignment="bottom")
-    batch = int(left.number_input(t("memory.batch"), min_value=1, max_value=64, step=1, key="mem_measure_batch"))
+    top = int(settings.limit("max_batch"))  # ATTENTION_LENS_MAX_BATCH: measuring batch 64 of BERT-base takes ~11 GB
+    if st.session_state.get("mem_measure_batch", 1) > top:
+        st.session_state["mem_measure_batch"] = top
+    batch = int(left.number_input(t("memory.batch"), min_value=1, max_value=top, step=1, key="mem_measure_batch"))
     sel = state.selection().model_only()
     key = (*sel, batch)
     # A callback, not the button's return value: the request survives a rerun between the click and this line.
@@ -134,14 +139,14 @@ def _measured(font: int) -> None:
         on_click=lambda: st.session_state.update(mem_measure_requested=True),
     )
     if st.session_state.pop("mem_measure_requested", False):
-        with st.spinner(t("memory.measured.running", device=str(dev))):
+        with slots.heavy(), st.spinner(t("memory.measured.running", device=str(dev))):
             try:
                 if dev.type == "cuda":  # the CUDA allocator's own peak counter is exact in this process
                     found = memory.measure_curve(enc, seqs, batch)
                 else:  # this server reuses freed memory: measure in a fresh process
                     found = memory.measure_curve_fresh(sel.model, sel.device, sel.dtype, seqs, batch)
             except (memory.MemoryInputError, RuntimeError) as err:  # RuntimeError: out of memory
-                st.error(t("memory.measured.failed", reason=str(err).splitlines()[0]))
+                st.error(t("memory.measured.failed", reason=md(str(err).splitlines()[0])))
                 return
         st.session_state["mem_measured"] = {"key": key, "rows": [m.as_dict() for m in found]}
     result = st.session_state.get("mem_measured")
@@ -180,7 +185,7 @@ def main() -> None:
     try:
         e = memory.estimate(**cfg)
     except memory.MemoryInputError as err:
-        st.error(t("memory.bad_input", reason=str(err)))
+        st.error(t("memory.bad_input", reason=md(err)))
         return
     cols = st.columns(4)
     cols[0].metric(t("memory.metric.elements"), f"{e.score_elements:,}", help=t("memory.metric.elements_help"))

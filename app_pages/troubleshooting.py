@@ -9,6 +9,7 @@ from models import AttnVizError
 from models.analysis.heads import THRESHOLDS
 from models.lecture import memory, troubleshoot
 from ui import controls, lecture, mask_report, presentation, state
+from ui.safe import md
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.lecture import attention_map, compare_bars, heads_grid
@@ -143,7 +144,7 @@ def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
                 "causal",
             )
     except AttnVizError as err:
-        st.error(str(err))
+        st.error(md(err))
         return
     mask_report.show_report(report, evidence=False)
 

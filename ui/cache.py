@@ -11,14 +11,15 @@ import streamlit as st
 
 from models import Encoder, EncoderOutput, load_encoder
 
-from . import debug
+from . import debug, results, slots
 from .state import Selection
 
 
 @debug.counted("encoder", st.cache_resource(show_spinner=False, max_entries=3))
 def encoder(spec: str, device: str, dtype: str) -> Encoder:
     """Return the loaded model (errors are not cached: a fixed spec is retried)."""
-    return load_encoder(spec, device=device, dtype=dtype)
+    with slots.heavy():
+        return load_encoder(spec, device=device, dtype=dtype)
 
 
 def model(sel: Selection) -> Encoder:
@@ -26,11 +27,10 @@ def model(sel: Selection) -> Encoder:
     return encoder(sel.model, sel.device, sel.dtype)
 
 
-# A 512-token BERT-base result is ~150 MB of attention (~350 MB with internals): keep a handful, not dozens.
-# A resource, not data: cache_data would pickle the result on store and unpickle a private copy on every call —
+# Shared, not pickled: cache_data would pickle the result on store and unpickle a private copy on every call —
 # ~1 s of every rerun (a slider moved) at 512 tokens on BERT-base. Shared results are never mutated: pages and
-# analyses read them (the same contract as the model, and as the mask checker's reports).
-@debug.counted("encode", st.cache_resource(show_spinner=False, max_entries=8))
+# analyses read them (the same contract as the model). ui.results bounds them, with every other result, by bytes.
+@debug.counted("encode", results.cached)
 def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
     return model(sel).encode(sel.text, sel.text_b or None, mask=sel.mask, internals=internals)

@@ -6,17 +6,15 @@ clicking through the steps, or switching language, never recomputes them.
 
 from __future__ import annotations
 
-import streamlit as st
-
 from models import Encoder, EncoderOutput
 from models.lecture import steps as steps_mod
 from models.lecture import troubleshoot
 
-from . import debug
+from . import debug, results
 from .state import Selection
 
 
-@debug.counted("head_steps", st.cache_data(show_spinner=False, max_entries=64))
+@debug.counted("head_steps", results.cached)
 def head_steps(
     key: Selection, layer: int, head: int, query: int, _enc: Encoder, _out: EncoderOutput
 ) -> steps_mod.HeadSteps:
@@ -24,13 +22,13 @@ def head_steps(
     return steps_mod.head_steps(_enc, _out, layer, head, query)
 
 
-@debug.counted("one_vs_many", st.cache_data(show_spinner=False, max_entries=32))
+@debug.counted("one_vs_many", results.cached)
 def one_vs_many(key: Selection, layer: int, _enc: Encoder, _out: EncoderOutput) -> steps_mod.OneVsMany:
     """Return the layer as its heads and as one head of width d_model (key: the selection _out was encoded for)."""
     return steps_mod.one_vs_many(_enc, _out, layer)
 
 
-@debug.counted("wrong_mask", st.cache_data(show_spinner=False, max_entries=8))
+@debug.counted("wrong_mask", results.cached)
 def wrong_mask(key: Selection, _enc: Encoder) -> troubleshoot.WrongMaskDemo:
     """Return the model run with the right causal mask and with a transposed one, for key's text."""
     return troubleshoot.wrong_mask(_enc, key.text, key.text_b or None)

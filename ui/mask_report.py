@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 import streamlit as st
 
 from models.masks import load_mask_bytes
 from models.masks.checker import MaskReport, check_mask
 
-from . import cache, debug
+from . import cache, debug, results
+from .safe import md
 from .state import Selection, t
 
 # Material icons ship with Streamlit's own font: no emoji font needed on a lecture-hall machine.
@@ -22,7 +21,7 @@ STATUS_ICON = {
 }
 
 
-@debug.counted("checked", st.cache_resource(show_spinner=False, max_entries=8))
+@debug.counted("checked", results.cached)
 def checked(
     sel: Selection,
     texts: tuple[str, ...],
@@ -44,11 +43,6 @@ def checked(
 def msg(code: str) -> str:
     """Return the translated text of one of the checker's message codes."""
     return t(f"masks.msg.{code}")
-
-
-def md(text: str) -> str:
-    """Escape what markdown would swallow in tokens and expressions ([CLS], *, _, #, <)."""
-    return re.sub(r"([\\`*_\[\]<>#|~])", r"\\\1", text)
 
 
 def show_report(report: MaskReport, evidence: bool = True) -> None:

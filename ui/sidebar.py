@@ -5,12 +5,13 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from models import AttnVizError, Encoder, EncoderOutput
+from models import AttnVizError, Encoder, EncoderOutput, ModelNotAllowedError, settings
 from models.attention_file import AttentionMaps
 from models.masks import Expectation, parse_expectation
 
 from . import cache, presentation, source, state
 from .i18n import LANGUAGES
+from .safe import md
 from .state import EXAMPLES, t
 
 MODEL_CHOICES = ("minilm", "bert-base-uncased", "bert-base-chinese", "random:minilm", "random:bert-base", "random:tiny")
@@ -27,19 +28,48 @@ def _apply_example() -> None:
             st.session_state["example_note"] = True
 
 
+def shared_server() -> bool:
+    """Return whether this server listens beyond this computer (then custom models need the operator's list)."""
+    return not settings.is_loopback(st.get_option("server.address"))
+
+
+def model_options() -> tuple[tuple[str, ...], bool]:
+    """Return (the model specs the sidebar offers, whether a custom id or folder may be typed)."""
+    allowed = settings.current().models
+    if allowed is not None:
+        return allowed, False
+    return MODEL_CHOICES, not shared_server()
+
+
+def _model_label(spec: str) -> str:
+    if spec in (*MODEL_CHOICES, CUSTOM):
+        return t(f"sidebar.model_choice.{spec.replace(':', '_').replace('-', '_')}")
+    return spec  # the operator's own spec, from ATTENTION_LENS_MODELS
+
+
 def _model_picker() -> None:
     current = state.get("model")
+    offered, custom_ok = model_options()
     choice_key = "model_choice"
     if choice_key not in st.session_state:
-        st.session_state[choice_key] = current if current in MODEL_CHOICES else CUSTOM
-    options = (*MODEL_CHOICES, CUSTOM)
+        if current in offered or custom_ok:
+            st.session_state[choice_key] = current if current in offered else CUSTOM
+        else:  # a link asked for a model this server does not offer: refused, said once, the first one used
+            st.session_state["model_refused"] = True
+            st.session_state[choice_key] = offered[0]
+    options = (*offered, CUSTOM) if custom_ok else offered
     choice = st.selectbox(
         t("sidebar.model"),
         options,
         key=choice_key,
-        format_func=lambda o: t(f"sidebar.model_choice.{o.replace(':', '_').replace('-', '_')}"),
+        format_func=_model_label,
         help=t("sidebar.model_help"),
+        on_change=lambda: st.session_state.pop("model_refused", None),
     )
+    if st.session_state.get("model_refused"):
+        st.error(_refusal())
+    if settings.current().models is None and shared_server():
+        st.caption(t("sidebar.custom_off"))
     if choice == CUSTOM:
         if "model_custom" not in st.session_state:
             st.session_state["model_custom"] = "" if current in MODEL_CHOICES else current
@@ -49,6 +79,17 @@ def _model_picker() -> None:
         st.session_state["model"] = typed.strip() or "minilm"
     else:
         st.session_state["model"] = choice
+
+
+def _refusal() -> str:
+    """Return the one refusal message: it never depends on whether the asked-for file or folder exists."""
+    allowed = settings.current().models
+    if allowed is not None:
+        return t("status.model_refused", choices=md(", ".join(allowed)))
+    return t("status.custom_refused")
+
+
+MASK_PARAM_MAX = 511  # positions of a 512-token model, counted from 0
 
 
 def _mask_picker() -> None:
@@ -61,7 +102,15 @@ def _mask_picker() -> None:
     terms = exp.terms if exp is not None else ()
     single = len(terms) <= 1 and all(t.kind in MASK_KINDS for t in terms)
     kind = (terms[0].kind if terms else "bidirectional") if single else CUSTOM_MASK
-    if "mask_kind" not in st.session_state:
+    param = terms[0].value if single and terms and isinstance(terms[0].value, int) else None
+    if "mask_kind" not in st.session_state:  # first run: the mask came from a link or the default
+        if exp is None:
+            st.warning(t("sidebar.mask_unknown", given=md(str(current))[:200]))
+            kind = "bidirectional"
+        elif param is not None and param > MASK_PARAM_MAX:
+            used = f"{kind}:{MASK_PARAM_MAX}"
+            st.warning(t("sidebar.mask_clamped", given=md(current), kind=kind, high=MASK_PARAM_MAX, used=used))
+            param = MASK_PARAM_MAX
         st.session_state["mask_kind"] = kind
     kind = st.selectbox(
         t("sidebar.mask"),
@@ -73,10 +122,12 @@ def _mask_picker() -> None:
     if kind in ("window", "prefix", "chunk"):
         pkey = f"mask_{kind}"
         if pkey not in st.session_state:
-            param = terms[0].value if single and terms and terms[0].kind == kind else None
-            st.session_state[pkey] = param if isinstance(param, int) else {"window": 2, "prefix": 4, "chunk": 4}[kind]
+            own = param if single and terms and terms[0].kind == kind else None
+            st.session_state[pkey] = own if own is not None else {"window": 2, "prefix": 4, "chunk": 4}[kind]
         low = 1 if kind == "chunk" else 0
-        value = st.number_input(t(f"sidebar.mask_param.{kind}"), min_value=low, max_value=511, step=1, key=pkey)
+        value = st.number_input(
+            t(f"sidebar.mask_param.{kind}"), min_value=low, max_value=MASK_PARAM_MAX, step=1, key=pkey
+        )
         st.session_state["mask"] = f"{kind}:{int(value)}"
     elif kind == CUSTOM_MASK:
         if "mask_custom" not in st.session_state:
@@ -128,6 +179,9 @@ def render() -> None:
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
         st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
+        longest = max(len(state.get("text") or ""), len(state.get("text_b") or ""))
+        if longest > state.URL_TEXT_CHARS:
+            st.caption(t("sidebar.text_url_cut", n=f"{state.URL_TEXT_CHARS:,}", total=f"{longest:,}"))
         if st.session_state.pop("example_note", False):
             st.info(t("sidebar.chinese_note"))
         _mask_picker()
@@ -142,10 +196,16 @@ def current_encoder() -> Encoder | None:
         return None
     sel = state.selection()
     try:
-        with st.spinner(t("status.loading_model", model=sel.model)):
+        # The operator's list (or a shared server's presets) before anything is looked up on disk or the hub.
+        settings.check_model(sel.model, presets=MODEL_CHOICES, shared=shared_server())
+    except ModelNotAllowedError:
+        st.error(_refusal())
+        return None
+    try:
+        with st.spinner(t("status.loading_model", model=md(sel.model))):
             return cache.model(sel)
     except AttnVizError as err:
-        st.error(t("status.model_failed", model=sel.model, reason=str(err)))
+        st.error(t("status.model_failed", model=md(sel.model), reason=md(err)))
         return None
 
 
@@ -165,7 +225,7 @@ def current_output(internals: bool = False) -> EncoderOutput | None:
         with st.spinner(t("status.encoding")):
             out = cache.encode(sel, internals)
     except AttnVizError as err:
-        st.error(t("status.encode_failed", reason=str(err)))
+        st.error(t("status.encode_failed", reason=md(err)))
         return None
     if out.truncated:
         st.warning(t("status.truncated", limit=out.seq, cut=out.truncated))

@@ -15,6 +15,8 @@ import streamlit as st
 from models import AttnVizError, settings
 from models.attention_file import AttentionMaps, read
 
+from . import results
+from .safe import md
 from .state import Selection, selection, t
 
 SOURCES = ("model", "file")
@@ -65,13 +67,13 @@ def sidebar() -> None:
         help=t("source.file_help", mb=mb),
     )
     if FILE_KEY in st.session_state:
-        st.caption(t("source.loaded", name=st.session_state[FILE_KEY]["name"]))
+        st.caption(t("source.loaded", name=md(st.session_state[FILE_KEY]["name"])))
     st.number_input(t("source.item"), min_value=0, max_value=100_000, step=1, key=ITEM_KEY, help=t("source.item_help"))
 
 
-# Maps are read once per upload and item, shared (read-only) by every page of the session: a resource, not data,
-# so that a 256 MB array is not pickled and copied on every rerun.
-@st.cache_resource(show_spinner=False, max_entries=4)
+# Maps are read once per upload and item, shared (read-only) by every page of the session, never pickled or copied
+# on a rerun; they count against ATTENTION_LENS_CACHE_MB with every other result.
+@results.cached
 def _read(file_id: str, name: str, item: int, _data: bytes) -> AttentionMaps:
     return read(_data, name=name, item=item)
 
@@ -84,10 +86,10 @@ def current_file() -> AttentionMaps | None:
         return None
     item = int(st.session_state.get(ITEM_KEY, 0) or 0)
     try:
-        with st.spinner(t("source.reading", name=f["name"])):
+        with st.spinner(t("source.reading", name=md(f["name"]))):
             maps = _read(f["id"], f["name"], item, f["data"])
     except AttnVizError as err:
-        st.error(t("source.file_failed", name=f["name"], reason=str(err)))
+        st.error(t("source.file_failed", name=md(f["name"]), reason=md(err)))
         return None
     for note in maps.notes:
         st.warning(t(f"source.note.{note.code}", **note.values))

@@ -52,12 +52,16 @@ URL: dict[str, UrlKey] = {
     "part": UrlKey("all", PARTS, page="explore"),
 }
 DEFAULTS: dict[str, Any] = {k: u.default for k, u in URL.items()}
+# Long texts stay out of the URL: a link holds their first characters (the sidebar says so).
+URL_TEXT_CHARS = 2000
 
 
 def _parse(raw: str, default: Any) -> Any:
     if isinstance(default, bool):
         return raw.strip().lower() in ("1", "true", "yes", "on")
     if isinstance(default, int):
+        if len(raw.strip()) > 9:  # no layer, head or position has ten digits; int() of 5,000 digits would raise
+            return default
         try:
             return max(0, int(raw))
         except ValueError:
@@ -93,7 +97,7 @@ def sync_url(page: str | None = None, hidden: tuple[str, ...] = ()) -> None:
     """
     keys = _keys(page)
     wanted = {
-        k: str(st.session_state[k])
+        k: str(st.session_state[k])[: URL_TEXT_CHARS if k in ("text", "text_b") else None]
         for k in keys
         if k not in hidden and st.session_state.get(k, DEFAULTS[k]) != DEFAULTS[k]
     }

@@ -1,0 +1,49 @@
+"""A class at once, bounded: 16 sessions on one 127.0.0.1 server paste different ~400-word texts together; every one
+ends with its overview (no exception, no error), queued by the server's heavy slots rather than swapping.
+Memory figures for the same run: `python bench/hostile.py --only load`."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.browser.support import have_browser
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not have_browser(), reason="needs /usr/bin/chromium and playwright"),
+]
+
+SESSIONS = 16
+WORDS = "heads look at tokens while the class reads a long paragraph about rivers and cities in spring".split()
+DONE = ".js-plotly-plot image, [data-testid=stAlertContentError], [data-testid=stException]"
+
+
+def test_sixteen_sessions_paste_long_texts_at_once(app_url, chromium):
+    rng = random.Random(0)
+    context = chromium.new_context(viewport={"width": 1200, "height": 800})
+    pages = []
+    try:
+        for _ in range(SESSIONS):
+            page = context.new_page()
+            page.goto(app_url)
+            page.locator(".js-plotly-plot image").first.wait_for(timeout=300_000)
+            pages.append(page)
+        befores = [p.locator(".js-plotly-plot image").first.get_attribute("href") for p in pages]
+        for page in pages:
+            page.get_by_label("Text", exact=True).fill(" ".join(rng.choice(WORDS) for _ in range(400)) + ".")
+        for page in pages:
+            page.get_by_label("Text", exact=True).press("Control+Enter")
+        for page, before in zip(pages, befores, strict=True):
+            page.wait_for_function(
+                "(old) => { const i = document.querySelector('.js-plotly-plot image');"
+                " return (i && i.getAttribute('href') !== old)"
+                " || document.querySelector('[data-testid=stException], [data-testid=stAlertContentError]') }",
+                arg=before,
+                timeout=600_000,
+            )
+            assert page.locator("[data-testid=stException]").count() == 0
+            assert page.locator("[data-testid=stAlertContentError]").count() == 0
+    finally:
+        context.close()

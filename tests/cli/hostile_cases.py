@@ -1,0 +1,190 @@
+"""Hostile inputs for the command line, as a visitor or a careless script would give them (issue 13's measured cases
+and more). Each runs `python -m models …` in its own bounded process; every one must end with exit 2 and one line on
+stderr that says what stopped it. Shared by tests/cli/test_hostile.py (asserts) and bench/hostile.py (peaks, times).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "The cat sat on the mat."
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    argv: list[str]  # after `python -m models`
+    message: str  # a regular expression the one stderr line must match
+    env: dict[str, str] = field(default_factory=dict)
+    code: int = 2
+    stdout: str | None = None  # a path to send stdout to (e.g. /dev/full); None = a pipe
+    timeout: float = 120.0
+
+
+def _check(mask: str, expect: str = "causal", text: str = TEXT) -> list[str]:
+    return ["check-mask", "--text", text, "--mask", mask, "--convention", "keep", "--expect", expect]
+
+
+def _npy_header_only(path: Path, shape: tuple[int, ...]) -> Path:
+    """An .npy whose header claims `shape` (float32) but holds 16 bytes of data."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        f.write(b"\0" * 16)
+    return path
+
+
+def _npz_bomb(path: Path, mib: int) -> Path:
+    """An .npz whose one member inflates to `mib` MiB of zeros (a few hundred kB on disk)."""
+    n = mib << 20
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z, z.open("mask.npy", "w") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "|b1", "fortran_order": False, "shape": (n,)})
+        chunk = b"\0" * (1 << 20)
+        for _ in range(mib):
+            f.write(chunk)
+    return path
+
+
+def _model_folder(path: Path, **config: object) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    cfg = dict(
+        model_type="bert",
+        vocab_size=100,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+    )
+    cfg.update(config)
+    (path / "config.json").write_text(json.dumps(cfg))
+    (path / "model.safetensors").write_bytes(b"")
+    (path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
+    return path
+
+
+def build(tmp: Path) -> list[Case]:
+    """Return every hostile case, writing the files they need under tmp."""
+    import torch
+
+    zero_d = tmp / "zero_d.npy"
+    np.save(zero_d, np.array(1.0))
+    sparse = tmp / "sparse.pt"
+    torch.save(torch.tril(torch.ones(8, 8)).to_sparse(), sparse)
+    fifo = tmp / "corpus.fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    corpus = tmp / "corpus.txt"
+    corpus.write_text("\n".join(f"Sentence number {i} is here." for i in range(40)))
+    big_text = "word " * 3000
+    many_texts = [a for _ in range(17) for a in ("--text", "Hi.")]
+    tuple43 = "(" + ",".join(["torch.ones(4096,4096)"] * 43) + ")[0][:seq,:seq]"  # 961 characters
+    chain = "torch.arange(16777216)" + " % 3" * 120
+    return [
+        Case("mask window:<25 digits>", _check("window:" + "9" * 25), r"window:a 25-digit number is too large"),
+        Case("expect window:<25 digits>", _check("causal", "window:" + "9" * 25), r"window"),
+        Case("memory --seq <4000 digits>", ["memory", "--seq", "9" * 4000], r"--seq.*4000-digit"),
+        Case("memory --batch 0", ["memory", "--batch", "0"], r"--batch.*start at 1"),
+        Case(
+            "non-UTF-8 --text",
+            ["export", "--text", os.fsdecode(b"\xff\xfe caf\xe9"), "--out", str(tmp / "x.npz")],
+            r"not valid UTF-8",
+        ),
+        Case("stdout to /dev/full", ["info"], r"cannot write the output: No space left", stdout="/dev/full"),
+        Case("stats --file /dev/zero", ["stats", "--file", "/dev/zero"], r"not a regular file"),
+        Case("stats --file FIFO", ["stats", "--file", str(fifo)], r"not a regular file", timeout=60),
+        Case("stats --file a folder", ["stats", "--file", str(tmp)], r"it is a folder"),
+        Case(
+            "expression: 43 tensors of 4096x4096",
+            _check(tuple43),
+            r"ATTENTION_LENS_EXPR_MB",
+            env={"ATTENTION_LENS_EXPR_SECONDS": "120"},
+        ),
+        Case("expression: 120 chained % 3 on 16M", _check(chain), r"ATTENTION_LENS_EXPR_SECONDS"),
+        Case("expression: int(inf)", _check("int(float('inf'))"), r"int\(\): cannot convert float infinity"),
+        Case("expression: arange(0, 1e300, 1e-300)", _check("torch.arange(0, 1e300, 1e-300)"), r"arange"),
+        Case("expression: huge integer product", _check(" * ".join(["4611686018427387904"] * 40)), r"too large"),
+        Case(
+            ".npy claiming (10^6, 10^6)",
+            _check(str(_npy_header_only(tmp / "huge.npy", (10**6, 10**6)))),
+            r"declares shape \(1000000, 1000000\)",
+        ),
+        Case(
+            ".npz inflating past the budget",
+            _check(str(_npz_bomb(tmp / "bomb.npz", 64))),
+            r"once decompressed.*ATTENTION_LENS_MAX_UPLOAD_MB",
+            env={"ATTENTION_LENS_MAX_UPLOAD_MB": "16"},
+        ),
+        Case("0-d .npy mask", _check(str(zero_d)), r"0-d"),
+        Case(
+            "sparse .pt mask (made dense, checked)",
+            _check(str(sparse), text="a b c d e f"),
+            r"",
+            code=0,
+        ),
+        Case(
+            "config: 10^9 layers",
+            ["info", "--model", str(_model_folder(tmp / "layers", num_hidden_layers=10**9))],
+            r"n_layers is 1000000000",
+        ),
+        Case(
+            "config: 0 heads",
+            ["info", "--model", str(_model_folder(tmp / "heads0", num_attention_heads=0))],
+            r"n_heads is 0",
+        ),
+        Case(
+            "config: -5 layers",
+            ["info", "--model", str(_model_folder(tmp / "neg", num_hidden_layers=-5))],
+            r"n_layers is -5",
+        ),
+        Case(
+            "ATTENTION_LENS_MODELS=minilm, --model /etc",
+            ["info", "--model", "/etc"],
+            r"^error: this server offers only the models its operator listed in ATTENTION_LENS_MODELS: minilm$",
+            env={"ATTENTION_LENS_MODELS": "minilm"},
+        ),
+        Case(
+            "ATTENTION_LENS_MODELS=minilm, --model /no/such",
+            ["info", "--model", "/no/such/folder"],
+            r"^error: this server offers only the models its operator listed in ATTENTION_LENS_MODELS: minilm$",
+            env={"ATTENTION_LENS_MODELS": "minilm"},
+        ),
+        Case(
+            "text over the character budget",
+            ["export", "--text", big_text, "--out", str(tmp / "y.npz")],
+            r"ATTENTION_LENS_MAX_TEXT_CHARS allows 1,000",
+            env={"ATTENTION_LENS_MAX_TEXT_CHARS": "1000"},
+        ),
+        Case(
+            "17 texts in one padded batch",
+            ["check-mask", *many_texts, "--mask", "causal", "--convention", "keep", "--expect", "causal"],
+            r"ATTENTION_LENS_MAX_BATCH allows 16",
+        ),
+        Case(
+            "corpus over the token budget",
+            ["stats", "--file", str(corpus), "--no-importance"],
+            r"ATTENTION_LENS_MAX_CORPUS_TOKENS allows 100",
+            env={"ATTENTION_LENS_MAX_CORPUS_TOKENS": "100"},
+        ),
+        Case(
+            "a bad ATTENTION_LENS_* value",
+            ["export", "--text", TEXT, "--out", str(tmp / "z.npz")],
+            r"ATTENTION_LENS_MAX_BATCH must be a whole number",
+            env={"ATTENTION_LENS_MAX_BATCH": "lots"},
+        ),
+    ]
+
+
+def command(case: Case) -> list[str]:
+    return [sys.executable, "-m", "models", *case.argv]
+
+
+def environment(case: Case) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_LENS_")}
+    return {**keep, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **case.env}
