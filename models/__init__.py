@@ -18,7 +18,7 @@ from .errors import (
 )
 from .gpt2 import GPT2Model, KVCache
 from .masks.harness import AttentionReport, assert_attention, check_attention
-from .weights import bundled_model_dir, load_encoder, load_model
+from .weights import bundled_model_dir, load_encoder, load_model, spec_kind
 
 
 def __getattr__(name: str) -> object:
@@ -53,4 +53,5 @@ __all__ = [
     "check_attention",
     "load_encoder",
     "load_model",
+    "spec_kind",
 ]

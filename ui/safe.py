@@ -7,12 +7,15 @@ import re
 
 # What markdown could read mid-line (line breaks become spaces, so list and heading markers at a line's start never
 # occur): emphasis, code, links and images ([, ], !), HTML and <autolinks>, tables, strike, $math$, Streamlit's
-# :colour[…] (its [ is escaped), and GFM's bare autolinks of http://, mailto: and e-mail addresses (: and @) and of
-# www. (below). CommonMark lets a backslash escape any ASCII punctuation.
-_SPECIAL = re.compile(r"([\\`*_\[\]<>#!|~$:@])")
-_WWW = re.compile(r"(?i)\b(www)\.")
+# :colour[…] (its [ is escaped). CommonMark lets a backslash escape any ASCII punctuation.
+_SPECIAL = re.compile(r"([\\`*_\[\]<>#!|~$])")
+# GFM's bare autolinks (http://…, www.…, name@host) ignore backslash escapes (Chromium showed a clickable
+# http://evil.example/login behind "http\://"): a zero-width space breaks each pattern, invisibly.
+_AUTOLINK = re.compile(r"(?i)(://|\bwww\.|@)")
+_ZWSP = "\u200b"
 
 
 def md(text: object) -> str:
-    """Return text with every markdown special character escaped and line breaks made spaces."""
-    return _WWW.sub(r"\1\\.", _SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines())))
+    """Return text with every markdown special character escaped, bare links broken and line breaks made spaces."""
+    escaped = _SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
+    return _AUTOLINK.sub(lambda m: m.group(1)[0] + _ZWSP + m.group(1)[1:], escaped)

@@ -14,7 +14,18 @@ from .i18n import LANGUAGES
 from .safe import md
 from .state import EXAMPLES, t
 
-MODEL_CHOICES = ("minilm", "bert-base-uncased", "bert-base-chinese", "random:minilm", "random:bert-base", "random:tiny")
+MODEL_CHOICES = (
+    "minilm",
+    "bert-base-uncased",
+    "bert-base-chinese",
+    "gpt2",
+    "distilgpt2",
+    "random:minilm",
+    "random:bert-base",
+    "random:tiny",
+    "random:gpt2",
+    "random:gpt2-tiny",
+)
 CUSTOM = "custom"
 MASK_KINDS = ("bidirectional", "causal", "window", "prefix", "chunk")
 CUSTOM_MASK = "composed"
@@ -92,7 +103,16 @@ def _refusal() -> str:
 MASK_PARAM_MAX = 511  # positions of a 512-token model, counted from 0
 
 
-def _mask_picker() -> None:
+def _is_decoder(spec: str) -> bool:
+    """Return whether the spec names a decoder, from its config; a spec this server refuses is not looked at."""
+    try:
+        settings.check_model(spec, presets=MODEL_CHOICES, shared=shared_server())
+    except AttnVizError:
+        return False
+    return cache.kind(spec) == "decoder"
+
+
+def _mask_picker(decoder: bool = False) -> None:
     """Pick a mask: a single kind with its number, or any composed expectation typed out (causal+window:3).
 
     One grammar (models.masks.expectations) for the picker, --mask, --expect and encode(mask=...).
@@ -116,8 +136,10 @@ def _mask_picker() -> None:
         t("sidebar.mask"),
         (*MASK_KINDS, CUSTOM_MASK),
         key="mask_kind",
-        format_func=lambda k: t(f"sidebar.mask_kind.{k}"),
-        help=t("sidebar.mask_help"),
+        format_func=lambda k: t(
+            f"sidebar.mask_kind.{k}_decoder" if decoder and k == "bidirectional" else f"sidebar.mask_kind.{k}"
+        ),
+        help=t("sidebar.mask_help_decoder" if decoder else "sidebar.mask_help"),
     )
     if kind in ("window", "prefix", "chunk"):
         pkey = f"mask_{kind}"
@@ -178,13 +200,17 @@ def render() -> None:
             on_change=_apply_example,
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
-        st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
+        decoder = _is_decoder(state.get("model"))
+        if decoder:  # one text; the second sentence is kept (in the URL too) for when an encoder comes back
+            st.caption(t("sidebar.decoder_note"))
+        else:
+            st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
         longest = max(len(state.get("text") or ""), len(state.get("text_b") or ""))
         if longest > state.URL_TEXT_CHARS:
             st.caption(t("sidebar.text_url_cut", n=f"{state.URL_TEXT_CHARS:,}", total=f"{longest:,}"))
         if st.session_state.pop("example_note", False):
             st.info(t("sidebar.chinese_note"))
-        _mask_picker()
+        _mask_picker(decoder)
     state.sync_url()
 
 

@@ -32,6 +32,7 @@ from ..bert import BertModel
 from ..encoder import PARITY_TOLERANCE, Encoder
 from ..errors import InputError, MaskError
 from ..gpt2 import GPT2Model
+from ..tokens import display_tokens
 from . import conventions as masks
 from .expectations import Expectation
 from .expectations import parse as parse_expectation
@@ -155,6 +156,9 @@ MESSAGES: dict[str, str] = {
     "diag.chunk_shifted": "chunk boundary: the blocks of {size} start at position {offset}, not 0 (the block index counted from 1, or left padding not subtracted)",
     "diag.padding_wrong_side": "padding on the wrong side: the mask hides positions at the other end of the sequence (left padding treated as right, or the reverse)",
     "diag.is_named": "this is a {name} mask",
+    "shape.decoder": "this model is a decoder: it always applies its own causal mask (torch.tril) and ANDs yours with "
+    "it, so what is judged below is that combination: {hidden} cell(s) your mask leaves open are hidden by the "
+    "model's own mask.",
 }
 
 
@@ -593,7 +597,8 @@ def check_mask(
         raise InputError("no text to check the mask on")
     settings.require("max_batch", 1 if isinstance(texts, str) else len(texts), "a padded batch of this many sentences")
     batch = enc.tokenize(texts, texts_b)
-    ids, types, attention_mask, tokens = batch.input_ids, batch.token_type_ids, batch.attention_mask, batch.tokens
+    ids, types, attention_mask = batch.input_ids, batch.token_type_ids, batch.attention_mask
+    tokens = [display_tokens(row, byte_level=enc.is_decoder) for row in batch.tokens]  # readable in the report
     notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(batch.cut) if c]
     B, T = ids.shape
     H, L = enc.config.n_heads, enc.config.n_layers
@@ -609,6 +614,12 @@ def check_mask(
     values = masks.describe_values(raw)
 
     keep4 = masks.read_as(raw4, declared)  # (B or 1, H or 1, T or 1, T or 1): what code in that convention does
+    hidden_by_model = 0
+    if enc.is_decoder:
+        # The decoder's own causal mask is ANDed with the user's inside every layer: judge what the model applies.
+        tril = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        hidden_by_model = int((torch.broadcast_to(keep4, (B, keep4.shape[1], T, T)) & ~tril).sum())
+        keep4 = keep4 & tril
     full = torch.broadcast_to(keep4, (B, keep4.shape[1], T, T))
     per_head = keep4.shape[1] > 1 and not bool((full == full[:, :1]).all())
     keep = full if per_head else full[:, :1]  # (B, H or 1, T, T)
@@ -635,6 +646,10 @@ def check_mask(
 
     apparent, conv = _convention(raw4, declared, expected, judged, real, exp.name, values)
     findings.append(conv)
+    if enc.is_decoder:
+        findings.append(
+            Finding("shape.decoder", {"hidden": hidden_by_model}, "shape", "info", {"hidden": hidden_by_model})
+        )
 
     J = judged[:, None]
     E = expected[:, None]

@@ -94,7 +94,7 @@ def test_md_leaves_no_markdown_syntax(raw):
     out = md(raw)
     unescaped = re.sub(r"\\.", "", out)  # drop every escaped character: what is left is read as markdown
     assert not re.search(r"[\[\]<>!]", unescaped) and "http://" not in out
-    assert out.replace("\\", "") == raw
+    assert out.replace("\\", "").replace("\u200b", "") == raw  # only escapes and zero-width spaces added
 
 
 # ---- the app ----------------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_link_markdown_is_escaped():
     at = app(model="[Session expired](http://evil.example/login)")
     assert not at.exception
     value = at.error[0].value
-    assert "\\[Session expired\\](http\\://" in value  # every [ ] : escaped: no link
+    assert "\\[Session expired\\](http:\u200b//" in value  # [ ] escaped, the bare URL broken: no link
 
 
 def test_window_past_the_range_is_clamped_with_a_notice():
