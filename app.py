@@ -21,6 +21,7 @@ PAGES = [
         "app_pages/inside_head.py", title=t("nav.inside_head"), icon=":material/calculate:", url_path="inside_head"
     ),
     st.Page("app_pages/memory.py", title=t("nav.memory"), icon=":material/memory:", url_path="memory"),
+    st.Page("app_pages/generation.py", title=t("nav.generation"), icon=":material/edit_note:", url_path="generation"),
     st.Page(
         "app_pages/troubleshooting.py",
         title=t("nav.troubleshooting"),

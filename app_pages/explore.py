@@ -70,6 +70,16 @@ def _rollout(_attn: np.ndarray, key: state.Selection) -> np.ndarray:
     return attention_rollout(_attn).numpy()
 
 
+def _tokens(out: Maps) -> list[str]:
+    """Return the tokens as people read them (byte-level BPE decoded); the raw ones go to hover and exports."""
+    return list(out.display_tokens or out.tokens)
+
+
+def _key_tokens(out: Maps) -> list[str]:
+    """Return the key axis's tokens as people read them (a file's own key tokens for cross-attention)."""
+    return source.key_tokens(out) if source.is_cross(out) else _tokens(out)
+
+
 def _words() -> dict[str, str]:
     return {
         "query": t("explore.query"),
@@ -145,10 +155,13 @@ def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer
 def _head_options(out: Maps) -> tuple[bool, bool, bool, tuple[int, int]]:
     n = max(np.shape(out.attentions)[-2:])  # the window runs over positions on both axes
     a, b, c = st.columns(3)
-    hide = a.toggle(t("explore.hide_special"), key="hide_special", help=t("explore.hide_special_help"))
-    renorm = b.toggle(
-        t("explore.renormalise"), key="renormalise", disabled=not hide, help=t("explore.renormalise_help")
-    )
+    if out.kind == "decoder":  # no [CLS]/[SEP] to hide
+        hide = renorm = False
+    else:
+        hide = a.toggle(t("explore.hide_special"), key="hide_special", help=t("explore.hide_special_help"))
+        renorm = b.toggle(
+            t("explore.renormalise"), key="renormalise", disabled=not hide, help=t("explore.renormalise_help")
+        )
     log = c.toggle(t("explore.log_colour"), key="log_colour", help=t("explore.log_colour_help"))
     if n > WINDOW:
         lo, hi = st.session_state.get("window", (0, WINDOW))
@@ -171,8 +184,8 @@ def _open_from_lines() -> None:
 
 def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
     hide, renorm, log, (lo, hi) = _head_options(out)
-    tokens, keys = out.tokens, source.key_tokens(out)
-    shown = narrow(part, tokens, hide_special=hide, window=(lo, hi), key_tokens=keys)
+    tokens, keys = _tokens(out), _key_tokens(out)
+    shown = narrow(part, out.tokens, hide_special=hide, window=(lo, hi), key_tokens=source.key_tokens(out))
     if shown.empty:
         st.info(t("explore.nothing_in_window"))
         return []
@@ -183,7 +196,18 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
     q_tok = [tokens[i] for i in rows]
     k_tok = [keys[j] for j in cols]
     title = t("explore.head_title", layer=layer, head=head)
-    fig = head_heatmap(weights, q_tok, title=title, key_tokens=k_tok, q_pos=rows, k_pos=cols, log=log, words=_words())
+    fig = head_heatmap(
+        weights,
+        q_tok,
+        title=title,
+        key_tokens=k_tok,
+        q_pos=rows,
+        k_pos=cols,
+        log=log,
+        words=_words(),
+        raw_tokens=[out.tokens[i] for i in rows],
+        raw_key_tokens=[source.key_tokens(out)[j] for j in cols],
+    )
     sub_keep = shown.cut(keep)
     if not sub_keep.all():
         add_mask_overlay(fig, sub_keep, weights)
@@ -248,7 +272,7 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
 
 
 def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list:
-    tokens, keys = out.tokens, source.key_tokens(out)
+    tokens, keys = _tokens(out), _key_tokens(out)
     mean = attn[layer].mean(axis=0)
     q_tok = [tokens[i] for i in part.rows]
     k_tok = [keys[j] for j in part.cols]
@@ -282,7 +306,8 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
     st.caption(t("explore.rollout_note"))
     options = list(range(len(part.rows)))
     if st.session_state.get("rollout_row", 0) not in options:
-        st.session_state["rollout_row"] = 0
+        # A decoder's last token is the one that has read everything; an encoder's [CLS] sums up the input.
+        st.session_state["rollout_row"] = options[-1] if out.kind == "decoder" and options else 0
     row = st.columns([1, 2])[0].selectbox(
         t("explore.rollout_row"), options, key="rollout_row", format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}"
     )
@@ -312,6 +337,7 @@ def _export(out: Maps, attn: np.ndarray, figures: list, layer: int, head: int, v
         cross = source.is_cross(out)
         arrays = {
             "tokens": np.array(out.tokens, dtype=str),
+            "display_tokens": np.array(_tokens(out), dtype=str),
             "token_type_ids": np.asarray(out.segments, dtype=np.int64),
             "attentions": attn,
             "mask": source.keep_of(out),
@@ -441,6 +467,8 @@ def main() -> None:
             format_func=lambda p: t(f"explore.part_{p}"),
             help=t("explore.part_help"),
         )
+    if out.kind == "decoder" and not source.is_file(out):
+        st.caption(t("explore.decoder_note"))
     attn = np.asarray(out.attentions)  # (layers, heads, q_pos, k_pos) float32, from torch or numpy alike
     if source.is_cross(out):  # rows are the queries' sequence, columns the keys'
         part = Part(np.arange(attn.shape[-2]), np.arange(attn.shape[-1]))

@@ -5,6 +5,7 @@ import streamlit as st
 from models.analysis.corpus import is_bert_base
 from models.analysis.heads import HeadReport, analyse, analyse_maps
 from models.analysis.importance import Importance, head_importance, work_estimate
+from models.analysis.induction import induction_scores
 from models.attention_file import AttentionMaps
 from ui import cache, debug, results, source, state
 from ui.heads_view import (
@@ -27,8 +28,13 @@ AUTO_IMPORTANCE_WORK = 1e11
 
 @debug.counted("head_report", results.cached)
 def head_report(sel: Selection) -> HeadReport:
-    """Return statistics, labels and redundancy of the selection's text (numpy only, cached per selection)."""
-    return analyse(cache.encode(sel, True), cache.model(sel).device)
+    """Return statistics, labels and redundancy of the selection's text (numpy only, cached per selection).
+
+    A decoder's report also carries its induction scores (one pass on a repeated random sequence) and labels.
+    """
+    enc = cache.model(sel)
+    report = analyse(cache.encode(sel, True), enc.device)
+    return report.with_induction(induction_scores(enc)) if enc.is_decoder else report
 
 
 @debug.counted("importance", results.cached)
@@ -40,7 +46,9 @@ def importance(sel: Selection) -> Importance:
 @debug.counted("file_report", results.cached)
 def file_report(key: Selection, _maps: AttentionMaps) -> HeadReport:
     """Return statistics, labels and redundancy of an attention file's maps (cached per file and item)."""
-    return analyse_maps(_maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model)
+    return analyse_maps(
+        _maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model, kind=_maps.kind
+    )
 
 
 def file_main(maps: AttentionMaps) -> None:
@@ -92,7 +100,7 @@ def main() -> None:
     redundancy_section(report, "heads")
     attn = out.attentions.numpy()
     duplicates_section(report, "heads")
-    pairs_section(report, lambda i: (attn[i // c.n_heads, i % c.n_heads], list(out.tokens)), "heads")
+    pairs_section(report, lambda i: (attn[i // c.n_heads, i % c.n_heads], list(out.display_tokens)), "heads")
 
     st.subheader(t("heads.importance.title"))
     if imp is None:
@@ -104,7 +112,7 @@ def main() -> None:
             st.rerun()
     else:
         importance_section(report, imp, "heads")
-    shares_section(report, is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads")
+    shares_section(report, not enc.is_decoder and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads")
 
 
 main()

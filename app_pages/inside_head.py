@@ -189,7 +189,7 @@ def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
         st.markdown(t(explain_key, **values))
         st.markdown(t("inside.shape", shape=lecture.shape(st_.shape), axes=", ".join(st_.axes)))
         st.code(st_.code, language="python", wrap_lines=True)
-        st.caption(t("inside.source"))
+        st.caption(t("inside.source_decoder" if s.kind == "decoder" else "inside.source"))
         st.code(st_.source, language="python", wrap_lines=True)
     figs = _figures(key, s, font)
     row = key == "transpose" or (slide and key in SIDE_BY_SIDE)
@@ -262,7 +262,7 @@ def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:
     with where:
         lc, hc, qc = (st.container(),) * 3 if slide else st.columns([2, 2, 3])
         layer, head = controls.layer_head(lc, hc, c.n_layers, c.n_heads)
-        query = controls.query(qc, out.tokens)
+        query = controls.query(qc, out.display_tokens or out.tokens)
         if slide:
             st.session_state.setdefault("slide_height", SLIDE_HEIGHT)
             st.slider(
@@ -289,7 +289,7 @@ def main() -> None:
             "inside.settings",
             layer=st.session_state["layer"],
             head=st.session_state["head"],
-            token=out.tokens[st.session_state["query"]],
+            token=(out.display_tokens or out.tokens)[st.session_state["query"]],
         )
         step, popover = presentation.step_controls(titles, "top", label)
         layer, head, query = _controls(popover, c, out, slide=True)
@@ -298,7 +298,9 @@ def main() -> None:
             s = lecture.head_steps(state.selection(), layer, head, query, enc, out)
             if key in ("one_vs_many", "params"):
                 o = lecture.one_vs_many(state.selection(), layer, enc, out)
-                _one_vs_many(o, out.tokens, font, part="maps" if key == "one_vs_many" else "params")
+                _one_vs_many(
+                    o, out.display_tokens or out.tokens, font, part="maps" if key == "one_vs_many" else "params"
+                )
             else:
                 _step(key, step + 1, s, font, slide=True)
         presentation.step_controls(titles, "bottom")
@@ -327,7 +329,7 @@ def main() -> None:
     with st.container(border=True):
         with st.spinner(t("inside.computing")):
             o = lecture.one_vs_many(state.selection(), layer, enc, out)
-        _one_vs_many(o, out.tokens, font)
+        _one_vs_many(o, out.display_tokens or out.tokens, font)
 
 
 main()

@@ -61,13 +61,13 @@ def _demo_loss(out, layer: int, head: int, query: int, font: int) -> None:
         width="stretch",
         key="trouble_loss_heads",
     )
-    labels = [f"{i}: {tok}" for i, tok in enumerate(out.tokens)]
+    labels = [f"{i}: {tok}" for i, tok in enumerate(out.display_tokens or out.tokens)]
     row = {t("inside.fig.with_scale"): d.row_scaled, t("inside.fig.without_scale"): d.row_unscaled}
     st.plotly_chart(
         compare_bars(
             row,
             labels,
-            t("inside.fig.scale", token=out.tokens[query]),
+            t("inside.fig.scale", token=(out.display_tokens or out.tokens)[query]),
             y_title=t("inside.fig.weight"),
             font_size=font,
             y_range=(0, 1.05),
@@ -84,7 +84,9 @@ def _demo_nan(out, layer: int, head: int, query: int) -> None:
     show = min(n, 6)
     lines = [t("trouble.demo.nan_table")]
     for j in range(show):
-        lines.append(f"| {j}: {out.tokens[j]} | {d.scores[j]:.3f} | {d.with_inf[j]} | {d.with_min[j]:.4f} |")
+        lines.append(
+            f"| {j}: {(out.display_tokens or out.tokens)[j]} | {d.scores[j]:.3f} | {d.with_inf[j]} | {d.with_min[j]:.4f} |"
+        )
     st.markdown("\n".join(lines))
     st.markdown(
         t(
@@ -93,7 +95,7 @@ def _demo_nan(out, layer: int, head: int, query: int) -> None:
             sum_inf=f"{np.sum(d.with_inf)}",
             sum_min=f"{np.sum(d.with_min):.4f}",
             uniform=f"{1 / n:.4f}",
-            token=out.tokens[query],
+            token=(out.display_tokens or out.tokens)[query],
             layer=layer,
             head=head,
         )
@@ -123,7 +125,7 @@ def _demo_mask(out, enc, layer: int, head: int, font: int) -> None:
         )
     )
     left, right = st.columns(2)
-    tokens = out.tokens
+    tokens = out.display_tokens or out.tokens
     fig = _heatmap(d.wrong[layer, head], tokens, t("trouble.fig.wrong_map", layer=layer, head=head), d.intended, font)
     left.plotly_chart(fig, width="stretch", key="trouble_mask_wrong")
     fig = _heatmap(d.right[layer, head], tokens, t("trouble.fig.right_map", layer=layer, head=head), d.intended, font)
@@ -264,7 +266,7 @@ def main() -> None:
     st.caption(t("trouble.live_intro", name=enc.name, tokens=out.seq))
     lc, hc, qc = st.columns([2, 2, 3])
     layer, head = controls.layer_head(lc, hc, c.n_layers, c.n_heads)
-    query = controls.query(qc, out.tokens)
+    query = controls.query(qc, (out.display_tokens or out.tokens))
 
     for n, r in enumerate(ROWS, start=1):
         with st.expander(f"{n}. {t(f'trouble.row.{r}.symptom')}", expanded=n == 1):

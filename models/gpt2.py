@@ -94,6 +94,7 @@ class CausalSelfAttention(nn.Module):
         cache: KVCache | None = None,
         layer: int = 0,
         fill: float | None = None,
+        causal: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
@@ -132,8 +133,9 @@ class CausalSelfAttention(nn.Module):
             record.keys.append(k)
             record.values.append(v)
             record.scores.append(scores)
-        # The tril step: rows start…start+T-1 of the causal mask, columns 0…S-1.
-        allowed = self.bias[start : start + T, :S]  # (T, S) bool
+        # The tril step: rows start…start+T-1 of the causal mask, columns 0…S-1. `causal` replaces the buffer only
+        # in the troubleshooting page's what-if (a transposed mask planted on purpose).
+        allowed = self.bias[start : start + T, :S] if causal is None else causal[start : start + T, :S]
         if keep is not None:
             allowed = allowed & keep
         # finfo.min, not -inf: the same numbers as transformers' additive mask, and never a NaN row.
@@ -181,8 +183,9 @@ class Block(nn.Module):
         probs_out: torch.Tensor | None = None,
         cache: KVCache | None = None,
         fill: float | None = None,
+        causal: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        a, probs = self.attn(self.ln_1(x), keep, head_gates, record, probs_out, cache, self.layer_idx, fill)
+        a, probs = self.attn(self.ln_1(x), keep, head_gates, record, probs_out, cache, self.layer_idx, fill, causal)
         x = x + a  # (B, T, d_model)
         return x + self.mlp(self.ln_2(x)), probs
 
@@ -246,6 +249,7 @@ class GPT2Model(nn.Module):
         head_gates: torch.Tensor | None = None,
         record: bool = False,
         cache: KVCache | None = None,
+        causal: torch.Tensor | None = None,
     ) -> ForwardResult:
         """Run the decoder.
 
@@ -257,6 +261,8 @@ class GPT2Model(nn.Module):
             hidden_states is the last block's output, before ln_f).
         cache: a KVCache to extend: input_ids are the new positions only, and attentions are (batch, layers,
             heads, new positions, all positions).
+        causal: a bool mask used INSTEAD of the tril buffer, only to show what a wrong causal mask does (the
+            troubleshooting page); None in every real use.
         """
         rec = Recorder() if record else None
         B, T = input_ids.shape  # batch, new positions
@@ -277,7 +283,7 @@ class GPT2Model(nn.Module):
             if rec is not None:
                 rec.hidden_states.append(x)
             gates = None if head_gates is None else head_gates[..., i, :]
-            x, probs = block(x, keep, gates, rec, None if attn is None else attn[i], cache)
+            x, probs = block(x, keep, gates, rec, None if attn is None else attn[i], cache, causal=causal)
             per_layer.append(probs)
         if rec is not None:
             rec.hidden_states.append(x)

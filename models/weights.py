@@ -376,6 +376,33 @@ def _load_decoder_tokenizer(source: str | Path) -> Any:
     return tok
 
 
+def spec_kind(spec: str) -> str:
+    """Return "decoder" or "encoder" for a model spec without loading weights (config.json only; "encoder" when
+    that cannot be told offline): the app's sidebar uses it to offer a second sentence to encoders only."""
+    s = (spec or "").strip()
+    try:
+        check_model(s)  # a spec the operator did not allow is not even looked at
+    except ModelLoadError:
+        return "encoder"
+    if s.lower().startswith("random:"):
+        return "decoder" if s.lower().split(":", 1)[1].strip() in RANDOM_GPT2_CONFIGS else "encoder"
+    if s.lower() in BUNDLED_ALIASES:
+        return "encoder"
+    try:
+        path = Path(os.path.expanduser(s))
+        if path.is_dir() and (path / "config.json").is_file():
+            hf = read_config_json(path / "config.json")
+        elif _HF_ID.match(s):
+            from transformers import AutoConfig
+
+            hf = AutoConfig.from_pretrained(s, local_files_only=True, trust_remote_code=False).to_dict()
+        else:
+            return "encoder"
+    except Exception:  # noqa: BLE001 - unknown here: the loader will say why, on the page
+        return "encoder"
+    return "decoder" if hf.get("model_type") == "gpt2" else "encoder"
+
+
 def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype: str = "fp32") -> Encoder:
     """Return a loaded model, encoder or decoder, for a spec (see the module docstring), on `device`, in `dtype`.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from models import Encoder, EncoderOutput, load_encoder
+from models import Encoder, EncoderOutput, load_encoder, spec_kind
 
 from . import debug, results, slots
 from .state import Selection
@@ -20,6 +20,12 @@ def encoder(spec: str, device: str, dtype: str) -> Encoder:
     """Return the loaded model (errors are not cached: a fixed spec is retried)."""
     with slots.heavy():
         return load_encoder(spec, device=device, dtype=dtype)
+
+
+@st.cache_data(show_spinner=False, max_entries=32, ttl=600)
+def kind(spec: str) -> str:
+    """Return "decoder" or "encoder" for a spec, from its config alone (no weights loaded)."""
+    return spec_kind(spec)
 
 
 def model(sel: Selection) -> Encoder:
@@ -33,4 +39,6 @@ def model(sel: Selection) -> Encoder:
 @debug.counted("encode", results.cached)
 def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
-    return model(sel).encode(sel.text, sel.text_b or None, mask=sel.mask, internals=internals)
+    enc = model(sel)
+    text_b = None if enc.is_decoder else sel.text_b or None  # a decoder reads one text: the sidebar hides text_b
+    return enc.encode(sel.text, text_b, mask=sel.mask, internals=internals)

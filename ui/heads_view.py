@@ -13,7 +13,15 @@ import pandas as pd
 import streamlit as st
 
 from models.analysis.corpus import PUBLISHED, our_published_figures
-from models.analysis.heads import LABELS, THRESHOLDS, HeadReport, closest_pairs, near_duplicates_per_layer, nearest
+from models.analysis.heads import (
+    DECODER_LABELS,
+    LABELS,
+    THRESHOLDS,
+    HeadReport,
+    closest_pairs,
+    near_duplicates_per_layer,
+    nearest,
+)
 from models.analysis.importance import Importance
 from viz.heads import importance_bars, importance_vs_redundancy, label_grid, removal_curve, shares_by_layer
 from viz.redundancy import head_map, near_duplicate_bars, pair_maps, redundancy_heatmap
@@ -27,25 +35,30 @@ MAX_PAIRS = 3
 MapsFn = Callable[[int], tuple[np.ndarray, list[str]]]
 
 
-def label_names() -> dict[str, str]:
-    return {k: t(f"heads.label.{k}") for k in LABELS}
+def label_names(labels: tuple[str, ...] = LABELS + DECODER_LABELS) -> dict[str, str]:
+    return {k: t(f"heads.label.{k}") for k in labels}
 
 
 def labels_section(report: HeadReport) -> None:
     st.subheader(t("heads.labels.title"))
+    decoder = report.kind == "decoder"
+    if decoder:
+        st.caption(t("heads.labels.decoder_note"))
     hover = _hover(report)
-    short = {k: t(f"heads.label_short.{k}") for k in LABELS}
-    fig = label_grid(report.labels, label_names(), short, hover, "", t("heads.axis.layer"), t("heads.axis.head"))
+    labels = report.label_set
+    short = {k: t(f"heads.label_short.{k}") for k in labels}
+    fig = label_grid(report.labels, label_names(labels), short, hover, "", t("heads.axis.layer"), t("heads.axis.head"))
     st.plotly_chart(fig, width="stretch", key="heads_label_grid")
     st.caption(t("heads.labels.grid_title"))
-    counts = {k: int((report.labels == k).sum()) for k in LABELS}
+    counts = {k: int((report.labels == k).sum()) for k in labels}
     st.markdown(
         t(
-            "heads.labels.rules",
+            "heads.labels.rules_decoder" if decoder else "heads.labels.rules",
             **{k: f"{v:g}" for k, v in THRESHOLDS.items()},
             pct_prev=f"{100 * THRESHOLDS['prev']:.0f}",
             pct_cls=f"{100 * THRESHOLDS['cls']:.0f}",
             pct_block=f"{100 * THRESHOLDS['block']:.0f}",
+            pct_first=f"{100 * THRESHOLDS['first']:.0f}",
         )
     )
     st.caption(" · ".join(f"{label_names()[k]}: {v}" for k, v in counts.items() if v))
@@ -57,6 +70,20 @@ def _hover(report: HeadReport) -> np.ndarray:
     out = np.empty(report.labels.shape, dtype=object)
     for layer in range(report.n_layers):
         for head in range(report.n_heads):
+            if report.kind == "decoder":
+                ind = report.induction
+                out[layer, head] = t(
+                    "heads.labels.hover_decoder",
+                    name=f"L{layer}H{head}",
+                    label=names[str(report.labels[layer, head])],
+                    entropy=f"{s['entropy'][layer, head]:.2f}",
+                    norm=f"{s['entropy_norm'][layer, head]:.2f}",
+                    first=f"{100 * s['first'][layer, head]:.0f}",
+                    punct=f"{100 * s['punct'][layer, head]:.0f}",
+                    prev=f"{100 * s['prev'][layer, head]:.0f}",
+                    induction="–" if ind is None else f"{ind[layer, head]:.2f}",
+                )
+                continue
             out[layer, head] = t(
                 "heads.labels.hover",
                 name=f"L{layer}H{head}",
@@ -83,9 +110,11 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
         t("heads.col.entropy"): s["entropy"].ravel(),
         t("heads.col.entropy_norm"): s["entropy_norm"].ravel(),
     }
-    for k in ("cls", "sep", "punct", "self", "prev", "next", "confidence"):
+    for k in report.columns:
         data[t(f"heads.col.{k}")] = 100 * s[k].ravel()
     data[t("heads.col.distance")] = s["distance"].ravel()
+    if report.induction is not None:
+        data[t("heads.col.induction")] = np.asarray(report.induction).ravel()
     if report.pairs:
         data[t("heads.col.block")] = 100 * s["block"].ravel()
     data[t("heads.col.nearest")] = [names[i] for i in idx]
@@ -94,7 +123,8 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
         data[t("heads.col.importance")] = importance.scores.ravel()
     df = pd.DataFrame(data)
     pct = st.column_config.NumberColumn(format="%.1f %%")
-    config = {t(f"heads.col.{k}"): pct for k in ("cls", "sep", "punct", "self", "prev", "next", "confidence", "block")}
+    config = {t(f"heads.col.{k}"): pct for k in (*report.columns, "block")}
+    config[t("heads.col.induction")] = st.column_config.NumberColumn(format="%.2f")
     config[t("heads.col.entropy")] = st.column_config.NumberColumn(format="%.2f")
     config[t("heads.col.entropy_norm")] = st.column_config.NumberColumn(format="%.2f")
     config[t("heads.col.distance")] = st.column_config.NumberColumn(format="%.1f")
@@ -254,9 +284,10 @@ def shares_section(report: HeadReport, bert_base: bool, key: str) -> None:
         early = PUBLISHED["cls_early_layers"]
         bands = {"sep": (lo, hi, t("corpus.band_sep")), "cls": (min(early), max(early), t("corpus.band_cls"))}  # type: ignore[call-overload, type-var]
         lines = {"sep": float(PUBLISHED["sep_share"])}  # type: ignore[arg-type]
+    kinds = ("first", "prev", "punct") if report.kind == "decoder" else ("cls", "sep", "punct")
     fig = shares_by_layer(
-        {k: report.stats[k] for k in ("cls", "sep", "punct")},
-        {k: t(f"heads.shares.{k}") for k in ("cls", "sep", "punct")},
+        {k: report.stats[k] for k in kinds},
+        {k: t(f"heads.shares.{k}") for k in kinds},
         t("heads.axis.layer"),
         t("heads.shares.share"),
         t("heads.shares.mean"),

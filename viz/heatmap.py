@@ -23,6 +23,13 @@ def token_labels(tokens: Sequence[str], positions: Sequence[int]) -> list[str]:
     return [f"{tok} · {pos}" for tok, pos in zip(tokens, positions, strict=True)]
 
 
+def _with_raw(labels: list[str], shown: Sequence[str], raw: Sequence[str] | None) -> list[str]:
+    """Return labels with ` [raw]` appended where the raw token differs from the shown one."""
+    if raw is None or len(raw) != len(shown):
+        return labels
+    return [lab if r == s else f"{lab} [{r}]" for lab, s, r in zip(labels, shown, raw, strict=True)]
+
+
 def thin_ticks(n: int, max_ticks: int = 60) -> list[int]:
     """Return the indices to label on an axis of n cells, every k-th one when there are more than max_ticks."""
     step = max(1, math.ceil(n / max_ticks))
@@ -66,8 +73,13 @@ def head_heatmap(
     words: Mapping[str, str] | None = None,
     max_ticks: int = 60,
     height: int | None = None,
+    raw_tokens: Sequence[str] | None = None,
+    raw_key_tokens: Sequence[str] | None = None,
 ) -> go.Figure:
     """Return a heatmap of one (q_pos, k_pos) map.
+
+    raw_tokens / raw_key_tokens: the tokenizer's own strings (e.g. byte-level BPE `Ġthe`) when `tokens` are
+    readable forms of them; hover then shows the raw token beside the readable one where they differ.
 
     q_pos / k_pos are the rows' and columns' positions in the full input (when the map is a window or has
     [CLS]/[SEP] removed); hover shows them with the tokens. log colours log10(weight) (floored at 1e-4) and
@@ -79,8 +91,11 @@ def head_heatmap(
     wd = {**WORDS, **(words or {})}
 
     if w.size <= HOVER_TOKENS_MAX:
-        qs = np.array(token_labels(q_tok, qp), dtype=object)
-        ks = np.array(token_labels(k_tok, kp), dtype=object)
+        qs = np.array(_with_raw(token_labels(q_tok, qp), q_tok, raw_tokens), dtype=object)
+        ks = np.array(
+            _with_raw(token_labels(k_tok, kp), k_tok, raw_key_tokens if raw_key_tokens is not None else raw_tokens),
+            dtype=object,
+        )
         custom = np.empty((nq, nk, 3), dtype=object)
         custom[..., 0] = qs[:, None]
         custom[..., 1] = ks[None, :]

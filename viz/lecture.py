@@ -341,3 +341,53 @@ def attention_map(
     # Title, axis title and slanted tick labels all sit on top: give them room at large fonts.
     fig.update_layout(title_font_size=font_size + 2, margin_t=(110 if title else 60) + 3 * font_size)
     return scale_fonts(fig, font_size)
+
+
+def cache_growth(
+    seqs: Sequence[int],
+    cache_bytes: Sequence[float],
+    formula_bytes: Sequence[float],
+    peaks: Sequence[float | None],
+    names: Mapping[str, str],
+    current: int | None = None,
+    title: str = "",
+    font_size: int = 12,
+) -> go.Figure:
+    """Return the KV cache's bytes (counted from its tensors) and the formula's, against cached positions, with
+    each step's measured peak as points; `current` marks one step. names: labels for 'cache', 'formula', 'peak',
+    'x' and 'y'."""
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=list(seqs),
+            y=list(formula_bytes),
+            name=names["formula"],
+            mode="lines",
+            line=dict(color="#999", dash="dash"),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=list(seqs),
+            y=list(cache_bytes),
+            name=names["cache"],
+            mode="lines+markers",
+            line=dict(color=SERIES_COLORS[0]),
+        )
+    )
+    measured = [(s, p) for s, p in zip(seqs, peaks, strict=True) if p is not None and p > 0]
+    if measured:
+        fig.add_trace(
+            go.Scatter(
+                x=[s for s, _ in measured],
+                y=[p for _, p in measured],
+                name=names["peak"],
+                mode="markers",
+                marker=dict(color=SERIES_COLORS[1], symbol="diamond", size=8),
+            )
+        )
+    if current is not None and 0 <= current < len(seqs):
+        fig.add_vline(x=seqs[current], line=dict(color=HIGHLIGHT, width=2))
+    fig.update_xaxes(title=names["x"])
+    fig.update_yaxes(title=names["y"], type="log")
+    return _layout(fig, title, font_size, 300 + 8 * font_size)

@@ -21,6 +21,7 @@ import torch
 from .. import masks, settings
 from ..encoder import Encoder
 from ..errors import InputError
+from ..tokens import display_tokens
 from .heads import Accumulator, HeadReport, Roles
 from .importance import (
     Batch,
@@ -117,8 +118,12 @@ def buckets(encoder: Encoder, lines: Sequence[Line], budget: int | None = None) 
 
 def _batch(encoder: Encoder, lines: Sequence[Line], mask: str | None) -> tuple[Batch, list[list[str]], int]:
     """Return a padded batch on the device for some lines, its tokens, and how many lines were truncated."""
-    texts = [ln.text for ln in lines]
-    texts_b = [ln.text_b for ln in lines] if lines[0].text_b is not None else None
+    if encoder.is_decoder:  # a decoder reads one text: a pair's halves are joined
+        texts = [ln.text if ln.text_b is None else f"{ln.text} {ln.text_b}" for ln in lines]
+        texts_b = None
+    else:
+        texts = [ln.text for ln in lines]
+        texts_b = [ln.text_b for ln in lines] if lines[0].text_b is not None else None
     enc = encoder.tokenize(texts, texts_b)
     dev = encoder.device
     input_ids = enc.input_ids.to(dev)  # (B, T)
@@ -155,7 +160,7 @@ def analyse_corpus(
             batch, tokens, cut = _batch(encoder, [lines[i] for i in group], mask)
             truncated += cut
             for i, row, real in zip(group, tokens, batch.real.sum(-1).tolist(), strict=True):
-                tokens_by_line[i] = row[:real]
+                tokens_by_line[i] = display_tokens(row[:real], byte_level=encoder.is_decoder)
             res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, record=True)
             context = torch.stack(res.record.context, dim=1)  # (B, layers, heads, seq, d_k)
             roles = Roles.of(tokens, batch.real, batch.token_type_ids, encoder.device, sep, specials)
@@ -163,7 +168,7 @@ def analyse_corpus(
             done += len(group)
             if progress is not None:
                 progress(done / len(lines), f"{done:,} / {len(lines):,} lines, {len(lines) - done:,} to go")
-    return acc.report(encoder.name, tokens=tokens_by_line), truncated
+    return acc.report(encoder.name, tokens=tokens_by_line, kind=encoder.kind), truncated
 
 
 def corpus_importance(

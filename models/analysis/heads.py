@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..encoder import EncoderOutput
+from ..tokens import byte_level_to_text
 
 # Label thresholds (Clark et al.): a share above these makes the head that kind of head.
 THRESHOLDS: dict[str, float] = {
@@ -31,13 +32,35 @@ THRESHOLDS: dict[str, float] = {
     "punct": 0.6,  # … to punctuation
     "block": 0.8,  # sentence pairs: share each sentence keeps inside itself (the smaller of the two)
     "broad": 0.9,  # normalised entropy (entropy / ln n); 1 = uniform
+    "first": 0.6,  # decoders: mean attention to the first token from the rows after it (an attention sink)
+    "induction": 0.4,  # decoders: induction score on a repeated random sequence (models.analysis.induction)
 }
 # Checked in this order; the first that holds names the head. Diagonal patterns before vertical ones before
 # block and broad, as Kovaleva et al.'s families go from the most specific to "heterogeneous".
 LABELS = ("prev", "next", "cls", "sep", "punct", "block", "broad", "heterogeneous")
+# A decoder's: no [CLS]/[SEP], no pairs, no next token (the causal mask hides it); the first token and
+# induction instead (Olsson et al. 2022). Induction before previous-token: an induction head is the more specific.
+DECODER_LABELS = ("induction", "prev", "first", "punct", "broad", "heterogeneous")
+# The statistics a table shows, per family.
+ENCODER_COLUMNS = ("cls", "sep", "punct", "self", "prev", "next", "confidence")
+DECODER_COLUMNS = ("first", "punct", "self", "prev", "confidence")
 # Per-head statistics, in the order tables show them. Shares are fractions in [0, 1]; entropy in nats;
 # distance in tokens.
-STATS = ("entropy", "entropy_norm", "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", "block")
+STATS = (
+    "entropy",
+    "entropy_norm",
+    "cls",
+    "sep",
+    "punct",
+    "self",
+    "prev",
+    "next",
+    "confidence",
+    "distance",
+    "block",
+    "first",
+    "entropy_norm_causal",
+)
 SMOOTH = 0.001  # Clark et al.'s smoothing for JS: P = (1 − 0.001)·A + 0.001/n
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"})
 # Elements of one piece of the JS kernel's work (pairs × cells): 4 MB of float32 on a CPU.
@@ -94,9 +117,16 @@ class Roles:
     @classmethod
     def of_output(cls, out: EncoderOutput, device: torch.device | str | None = None, sep_token: str = "[SEP]") -> Roles:
         """Build from an EncoderOutput, single (a batch of one) or batched."""
+        tokens = out.tokens
+        if out.is_decoder:
+            # Byte-level BPE: judge punctuation on the readable text, without the leading space (` .` is a full stop).
+            if out.is_batch:
+                tokens = [[byte_level_to_text(t).strip() or t for t in row] for row in out.tokens]
+            else:
+                tokens = [byte_level_to_text(t).strip() or t for t in out.tokens]
         if out.is_batch:
-            return cls.of(out.tokens, out.padding, out.token_type_ids, device, sep_token)
-        return cls.of([out.tokens], out.padding[None], out.token_type_ids[None], device, sep_token)
+            return cls.of(tokens, out.padding, out.token_type_ids, device, sep_token)
+        return cls.of([tokens], out.padding[None], out.token_type_ids[None], device, sep_token)
 
 
 # ---- per-head statistics --------------------------------------------------------------------------
@@ -150,7 +180,15 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     within_b = row_mean(shares[..., 3], seg_b.to(attn.dtype)[:, None, None, :])
     block = torch.where(roles.pair[:, None, None], torch.minimum(within_a, within_b), torch.nan)
 
+    # First token, from the rows after it: row 0 of a decoder can only see itself, so it says nothing.
+    first = row_mean(attn[..., 1:, 0], nb_w)
+    # A decoder's row i sees i + 1 keys: normalise each row by its own ln(i + 1), rows i ≥ 1 (METRICS.md).
+    seen = torch.arange(2, T + 1, device=attn.device, dtype=attn.dtype)  # i + 1 for i = 1 … T-1
+    entropy_norm_causal = row_mean(rows_entropy[..., 1:] / torch.log(seen), nb_w)
+
     return {
+        "first": first,
+        "entropy_norm_causal": entropy_norm_causal,
         "entropy": entropy,
         "entropy_norm": entropy / log_n,
         "cls": row_mean(attn[..., 0]),
@@ -166,11 +204,14 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     }
 
 
-def label_heads(stats: dict[str, np.ndarray], pairs: bool) -> np.ndarray:
-    """Return the pattern label of every head, (layers, heads) of str from LABELS, first rule that holds.
+def label_heads(
+    stats: dict[str, np.ndarray], pairs: bool, kind: str = "encoder", induction: np.ndarray | None = None
+) -> np.ndarray:
+    """Return the pattern label of every head, (layers, heads) of str, first rule that holds.
 
     stats: arrays (layers, heads) as from `HeadReport.stats`; pairs: whether the input had sentence pairs
-    (only then can a head be 'block').
+    (only then can a head be 'block'). kind "encoder" labels from LABELS; "decoder" from DECODER_LABELS, with
+    induction: (layers, heads) induction scores, or None to skip that label.
     """
     shape = np.shape(stats["entropy"])
     labels = np.full(shape, "heterogeneous", dtype=object)
@@ -180,6 +221,16 @@ def label_heads(stats: dict[str, np.ndarray], pairs: bool) -> np.ndarray:
         hit = hit & ~done
         labels[hit] = name
         done[hit] = True
+
+    if kind == "decoder":
+        if induction is not None:
+            assign("induction", np.asarray(induction) > THRESHOLDS["induction"])
+        assign("prev", np.asarray(stats["prev"]) > THRESHOLDS["prev"])
+        first, punct = np.asarray(stats["first"]), np.asarray(stats["punct"])
+        assign("first", (first > THRESHOLDS["first"]) & (first >= punct))
+        assign("punct", punct > THRESHOLDS["punct"])
+        assign("broad", np.asarray(stats["entropy_norm"]) > THRESHOLDS["broad"])
+        return labels.astype(str)
 
     prev, nxt = np.asarray(stats["prev"]), np.asarray(stats["next"])
     assign("prev", (prev > THRESHOLDS["prev"]) & (prev >= nxt))
@@ -495,6 +546,21 @@ class HeadReport:
     order: list[int] = field(default_factory=list)  # cluster order (average linkage on js)
     coords: np.ndarray | None = None  # (N, 2) metric MDS on js
     stress: float = 0.0  # MDS stress-1
+    kind: str = "encoder"  # the model's family: "decoder" reports use DECODER_LABELS and DECODER_COLUMNS
+    induction: np.ndarray | None = None  # (layers, heads) induction scores (decoders, when computed)
+
+    @property
+    def label_set(self) -> tuple[str, ...]:
+        return DECODER_LABELS if self.kind == "decoder" else LABELS
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return DECODER_COLUMNS if self.kind == "decoder" else ENCODER_COLUMNS
+
+    def with_induction(self, scores: np.ndarray) -> HeadReport:
+        """Return this (decoder) report with induction scores and labels that take them into account."""
+        labels = label_heads(self.stats, self.pairs, self.kind, scores)
+        return replace(self, induction=np.asarray(scores, dtype=np.float64), labels=labels)
 
     @property
     def js_per_row(self) -> np.ndarray:
@@ -515,25 +581,17 @@ class HeadReport:
         for layer in range(self.n_layers):
             for head in range(self.n_heads):
                 row: dict[str, Any] = {"layer": layer, "head": head}
-                for k in (
-                    "entropy",
-                    "entropy_norm",
-                    "cls",
-                    "sep",
-                    "punct",
-                    "self",
-                    "prev",
-                    "next",
-                    "confidence",
-                    "distance",
-                ):
+                for k in ("entropy", "entropy_norm", *self.columns, "distance"):
                     row[k] = _num(self.stats[k][layer, head])
+                if self.induction is not None:
+                    row["induction"] = _num(self.induction[layer, head])
                 if self.pairs:
                     row["block"] = _num(self.stats["block"][layer, head])
                 row["label"] = str(self.labels[layer, head])
                 heads.append(row)
         doc: dict[str, Any] = {
             "model": self.model,
+            "kind": self.kind,
             "tokens": self.tokens,
             "sentences": self.sentences,
             "rows": self.rows,
@@ -596,7 +654,9 @@ class Accumulator:
                 raise ValueError("CKA needs the heads' context vectors (encode with internals)")
             self.cka.add(context, roles.real)
 
-    def report(self, model: str, tokens: list | None = None, cka: torch.Tensor | None = None) -> HeadReport:
+    def report(
+        self, model: str, tokens: list | None = None, cka: torch.Tensor | None = None, kind: str = "encoder"
+    ) -> HeadReport:
         """Return the HeadReport of everything added (cka: a matrix computed elsewhere, for a single input)."""
         if self.js is None or self.gram is None:
             raise ValueError("nothing was added")
@@ -605,7 +665,9 @@ class Accumulator:
         for k in STATS:
             denom = self.pair_items if k == "block" else self.sentences
             stats[k] = (self.sums[k] / denom).cpu().numpy() if denom else np.full((L, H), np.nan)
-        labels = label_heads(stats, pairs=self.pair_items > 0)
+        if kind == "decoder":  # row i of a decoder sees i + 1 keys: its normaliser is ln(i + 1), not ln n
+            stats["entropy_norm"] = stats["entropy_norm_causal"]
+        labels = label_heads(stats, pairs=self.pair_items > 0, kind=kind)
         js = self.js.matrix().cpu().numpy()
         if cka is None:
             cka = self.cka.matrix() if self.cka is not None else torch.full((L * H, L * H), torch.nan)
@@ -628,6 +690,7 @@ class Accumulator:
             order=order,
             coords=coords,
             stress=stress,
+            kind=kind,
         )
 
 
@@ -645,7 +708,7 @@ def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> Hea
     acc.add(out.attentions[None].to(dev), roles)
     cka = cka_matrix(out.context.to(dev), out.padding.to(dev)) if out.context is not None else None
     n = int(out.padding.sum())
-    return acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka)
+    return acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka, kind=out.kind)
 
 
 def analyse_maps(
@@ -655,6 +718,7 @@ def analyse_maps(
     token_type_ids: np.ndarray | None = None,
     model: str = "",
     device: torch.device | str | None = None,
+    kind: str = "encoder",
 ) -> HeadReport:
     """Return the HeadReport of maps that came without a model (an attention file): CKA is NaN (it needs the
     heads' outputs).
@@ -670,10 +734,12 @@ def analyse_maps(
     keys = list(k_tokens) if k_tokens is not None else list(q_tokens)
     if Q == K and keys == list(q_tokens):
         types = torch.as_tensor(np.zeros(Q) if token_type_ids is None else np.asarray(token_type_ids)).long()
-        roles = Roles.of([list(q_tokens)], torch.ones(1, Q, dtype=torch.bool), types[None], dev)
+        # A decoder's byte-level tokens are judged as their text, as `analyse` does (Roles.of_output).
+        judged = [byte_level_to_text(t).strip() or t for t in q_tokens] if kind == "decoder" else list(q_tokens)
+        roles = Roles.of([judged], torch.ones(1, Q, dtype=torch.bool), types[None], dev)
         acc = Accumulator(L, H, with_cka=False)
         acc.add(a[None], roles)
-        return acc.report(model, tokens=list(q_tokens))
+        return acc.report(model, tokens=list(q_tokens), kind=kind)
 
     row_entropy = -torch.special.xlogy(a, a).sum(-1)  # (L, H, Q)
     sep = torch.tensor([t == "[SEP]" for t in keys], dtype=torch.float32, device=dev)

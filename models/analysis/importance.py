@@ -1,7 +1,8 @@
 """Head importance (Michel et al. 2019): gate every head's context with ξ_h and ask how much the loss cares.
 
 `I_h = Σ_x |∂L(x)/∂ξ_h|` at ξ = 1, with L(x) the masked-LM loss of input x summed over its masked tokens,
-where the checkpoint has a masked-LM head. Each input is expanded into up to 7 copies (every 7th maskable
+where the checkpoint has a masked-LM head; for a decoder, L(x) is the next-token loss summed over the input's
+positions, through GPT-2's LM head (tied to the token embeddings), on the input itself (no copies). Each input is expanded into up to 7 copies (every 7th maskable
 token masked in each, so every token is masked exactly once, ≈ BERT's 15 %); the copies are the x of the
 sum. Without a masked-LM head (the bundled all-MiniLM-L6-v2 is a sentence encoder) the stated proxy is used:
 `I_h = Σ_x Σ_tokens ‖h_last(x) − h_last(x; ξ_h = 0)‖₂`, the change of the last hidden state when the head
@@ -23,16 +24,20 @@ import torch
 import torch.nn.functional as F
 
 from ..encoder import Encoder, EncoderOutput
+from ..gpt2 import GPT2Model
 
 MASK_EVERY = 7  # every 7th maskable token per copy: ≈ 15 % masked, as in BERT's pre-training
 MEASURES = {
     "mlm": "masked-LM loss (Michel et al. 2019): |∂L/∂ξ_h| summed over 7 masked copies of each input",
+    "lm": "next-token loss (Michel et al. 2019 with a decoder's own objective): |∂L/∂ξ_h|, L summed over every "
+    "position's prediction of the token after it",
     "proxy": "proxy, no masked-LM head in this checkpoint: Σ over tokens of ‖Δ last hidden state‖₂ when the head "
     "alone is removed (ξ_h = 0)",
 }
 CURVE_UNITS = {
     "mlm": "masked-LM loss, nats per masked token",
     "proxy": "change of the last hidden state, % of its norm",
+    "lm": "next-token loss, nats per predicted token",
 }
 # Elements one chunk of copies may hold (attention maps and activations, forward + backward): ~0.5 GB fp32.
 CHUNK_ELEMENTS_CPU = 1 << 27
@@ -114,7 +119,9 @@ def normalise(raw: np.ndarray) -> np.ndarray:
 
 
 def measure_of(encoder: Encoder) -> str:
-    """Return 'mlm' when the checkpoint has a masked-LM head, else 'proxy'."""
+    """Return 'lm' for a decoder, 'mlm' when the checkpoint has a masked-LM head, else 'proxy'."""
+    if getattr(encoder, "is_decoder", False):
+        return "lm"
     return "mlm" if getattr(encoder, "mlm_head", None) is not None else "proxy"
 
 
@@ -199,11 +206,39 @@ def _mlm_loss(encoder: Encoder, hidden: torch.Tensor, targets: torch.Tensor) -> 
     return F.cross_entropy(logits, targets[at], reduction="sum")
 
 
+# ---- next-token loss (decoders) ---------------------------------------------------------------------
+
+
+def next_token_targets(batch: Batch) -> torch.Tensor:
+    """Return (batch, seq) targets: the id at t + 1 for every real position t whose next token is real, else -100."""
+    targets = torch.full_like(batch.input_ids, -100)
+    follows = batch.real[:, :-1] & batch.real[:, 1:]  # (B, T-1)
+    targets[:, :-1] = torch.where(follows, batch.input_ids[:, 1:], targets[:, :-1])
+    return targets
+
+
+def _head_logits(encoder: Encoder, hidden: torch.Tensor) -> torch.Tensor:
+    """Return float32 logits of the model's own head: GPT-2's LM head, or BERT's masked-LM head."""
+    if isinstance(encoder.model, GPT2Model):
+        return encoder.model.logits(hidden.to(encoder.dtype)).float()
+    return encoder.mlm_head(hidden.to(encoder.dtype)).float()  # type: ignore[misc]
+
+
+def _lm_loss(encoder: Encoder, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Return Σ next-token cross-entropy over the positions that have a next token."""
+    at = targets != -100
+    return F.cross_entropy(_head_logits(encoder, hidden[at]), targets[at], reduction="sum")
+
+
 # ---- importance -------------------------------------------------------------------------------------
 
 
 def raw_importance(encoder: Encoder, batch: Batch) -> torch.Tensor:
     """Return raw importance summed over the batch's inputs, (layers, heads): see the module docstring."""
+    if measure_of(encoder) == "lm":
+        targets = next_token_targets(batch)
+        grads = gate_gradients(encoder, batch, lambda hidden, part: _lm_loss(encoder, hidden, targets[part]))
+        return grads.abs().sum(0)
     if measure_of(encoder) == "mlm":
         copies, targets, _ = masked_copies(encoder, batch)
         if len(copies) == 0:
@@ -239,7 +274,9 @@ def ablation_effects(encoder: Encoder, batch: Batch) -> torch.Tensor:
             x = layer_inputs[layer][idx]
             for i in range(layer, c.n_layers):
                 x, _ = encoder.model.layers[i](x, sub.keep, gates if i == layer else None)
-            delta = (_float(x) - base[idx]).norm(dim=-1) * sub.real  # (copies, T); padded tokens count 0
+            delta = (_float(encoder.model.finish(x)) - base[idx]).norm(
+                dim=-1
+            ) * sub.real  # (copies, T); padded tokens count 0
             effects[idx, layer, head[part]] = delta.sum(-1)
     return effects
 
@@ -276,7 +313,9 @@ def removal_sums(encoder: Encoder, batch: Batch, order: np.ndarray, ks: list[int
     gates_all = torch.stack(configs).to(encoder.device)  # (configs, N)
     sums = torch.zeros(len(configs), 2, dtype=torch.float64)
 
-    if measure_of(encoder) == "mlm":
+    if measure_of(encoder) == "lm":
+        items, targets, base = batch, next_token_targets(batch), None
+    elif measure_of(encoder) == "mlm":
         items, targets, _ = masked_copies(encoder, batch)
         if len(items) == 0:
             return sums.view(2, len(ks), 2).numpy()
@@ -293,8 +332,7 @@ def removal_sums(encoder: Encoder, batch: Batch, order: np.ndarray, ks: list[int
         if targets is not None:
             t = targets[idx]
             at = t != -100
-            logits = encoder.mlm_head(hidden[at].to(encoder.dtype)).float()  # type: ignore[misc]
-            ce = F.cross_entropy(logits, t[at], reduction="none")
+            ce = F.cross_entropy(_head_logits(encoder, hidden[at]), t[at], reduction="none")
             per_copy = torch.zeros(len(idx), device=encoder.device).index_add_(0, at.nonzero()[:, 0], ce)
             num, den = per_copy, at.sum(-1).float()
         else:
@@ -322,8 +360,9 @@ def work_estimate(encoder: Encoder, seq: int, curve: bool = True) -> float:
     multiply-adds (the linear layers; attention's seq² terms are small next to them below 512 tokens).
     """
     c = encoder.config
-    items = MASK_EVERY if measure_of(encoder) == "mlm" else 1
-    passes = 3 * items if items > 1 else c.n_layers * c.n_heads / 2
+    measure = measure_of(encoder)
+    items = MASK_EVERY if measure == "mlm" else 1
+    passes = 3 * items if measure != "proxy" else c.n_layers * c.n_heads / 2
     if curve:
         passes += 2 * len(removal_ks(c.n_layers * c.n_heads)) * items  # both orders, every k
     return passes * c.n_layers * seq * 12 * c.d_model**2

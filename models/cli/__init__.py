@@ -13,15 +13,17 @@ from types import ModuleType
 
 from ..encoder import TruncationWarning
 from ..errors import AttnVizError
-from . import check_mask, export, info, memory, stats
+from . import check_attention, check_mask, export, generate, info, memory, stats
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, UsageError, add_model_args, add_text_args
 
 COMMANDS: dict[str, ModuleType] = {
     "export": export,
     "info": info,
     "check-mask": check_mask,
+    "check-attention": check_attention,
     "memory": memory,
     "stats": stats,
+    "generate": generate,
 }
 
 __all__ = [
@@ -38,7 +40,7 @@ __all__ = [
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m models", description="Our BERT encoder from the command line.")
+    parser = Parser(prog="python -m models", description="Our BERT encoder and GPT-2 decoder from the command line.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, command in COMMANDS.items():
         command.add_args(sub.add_parser(name, help=command.HELP, description=command.HELP))

@@ -22,7 +22,9 @@ class Parser(argparse.ArgumentParser):
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--model", default="minilm", help="minilm (bundled), an HF id, a folder, or random:tiny|minilm|bert-base"
+        "--model",
+        default="minilm",
+        help="minilm (bundled), an HF id (bert-base-uncased, gpt2, …), a folder, or random:tiny|minilm|bert-base|gpt2|gpt2-tiny",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"], help="half precision on GPU only")

@@ -24,6 +24,7 @@ from typing import Any
 from ..analysis.corpus import IMPORTANCE_SENTENCES, analyse_corpus, corpus_importance, read_corpus_file
 from ..analysis.heads import analyse, analyse_maps, closest_pairs
 from ..analysis.importance import head_importance
+from ..analysis.induction import induction_scores
 from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..files import read_user_file
@@ -79,9 +80,13 @@ def run(args: argparse.Namespace) -> int:
         out = enc.encode(args.text, args.text_b, mask=args.mask, internals=True)
         notes += out.notes
         report = analyse(out, enc.device)
+        if enc.is_decoder:
+            report = report.with_induction(induction_scores(enc))
         importance = None if args.no_importance else head_importance(enc, out)
     else:
         report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
+        if enc.is_decoder:
+            report = report.with_induction(induction_scores(enc))
         if truncated:
             notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
         limit = args.importance_sentences or IMPORTANCE_SENTENCES
@@ -112,7 +117,9 @@ def _run_file(args: argparse.Namespace) -> int:
     maps = read_attention_file(args.attentions, item=args.item)
     for note in maps.notes:
         print(f"warning: {note}", file=sys.stderr)
-    report = analyse_maps(maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model)
+    report = analyse_maps(
+        maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model, kind=maps.kind
+    )
     doc = report.to_json()
     doc["redundancy"]["cka"] = None  # CKA compares the heads' outputs: a file holds only their maps
     doc.update(importance=None, importance_measure=None, removal=None, kind=maps.kind, causal=maps.causal)

@@ -240,8 +240,14 @@ class _RssSampler:
 
 
 def _ids_of_length(encoder, batch: int, seq: int) -> torch.Tensor:
-    """Return (batch, seq) token ids: [CLS] word … word [SEP], the same ids a real seq-token text would give."""
+    """Return (batch, seq) token ids: [CLS] word … word [SEP], the same ids a real seq-token text would give.
+
+    A decoder has no [CLS]/[SEP]: its ids are one ordinary token repeated.
+    """
     tok = encoder.tokenizer
+    if getattr(encoder, "is_decoder", False):
+        word_ids = tok(" attention", add_special_tokens=False)["input_ids"] or [0]
+        return torch.full((batch, seq), int(word_ids[0]), dtype=torch.long)
     cls_id, sep_id = tok.cls_token_id, tok.sep_token_id
     word = tok.convert_tokens_to_ids("attention")
     if word is None or word == tok.unk_token_id:

@@ -23,9 +23,10 @@ import numpy as np
 import torch
 
 from ..analysis.heads import row_entropy
-from ..bert import Layer
+from ..bert import Layer, SelfAttention
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
+from ..gpt2 import Block, CausalSelfAttention
 
 # The steps, in order. Each: the code executed in `head_steps` (verbatim below) and the encoder's own line(s).
 STEP_KEYS = (
@@ -85,6 +86,32 @@ SOURCE = {
     "w_o": "return self.LayerNorm(self.dense(context) + residual)",
 }
 
+# A decoder's steps (GPT-2): the same path, with its own modules. The attention's input is ln_1 of the layer
+# input (pre-LN); Q, K, V come from one c_attn split three ways; the mask step uses the model's own tril buffer.
+DECODER_CODE = {
+    **CODE,
+    "input": "x = lay.ln_1(out.layer_inputs[layer].unsqueeze(0))",
+    "project": "q, k, v = attn.c_attn(x).split(C, dim=2)",
+    "scale": "scores = torch.matmul(q * attn.scale, k.transpose(-2, -1))",
+    "mask": "masked = scores.masked_fill(~(attn.bias[:T, :T] & keep), torch.finfo(scores.dtype).min)",
+    "w_o": "output = attn.c_proj(merged)",
+}
+# The same tensors inside models/gpt2.py (tests check these lines are there, whitespace aside).
+DECODER_SOURCE = {
+    "input": "B, T, C = x.size()  # batch, new positions, d_model",
+    "project": "q, k, v = self.c_attn(x).split(self.d_model, dim=2)  # 3 × (B, T, d_model)",
+    "split": "q = q.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
+    "transpose": "q = q.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
+    "dot": "scores = torch.matmul(q * self.scale, k.transpose(-2, -1), out=probs_out if in_place else None)",
+    "scale": "scores = torch.matmul(q * self.scale, k.transpose(-2, -1), out=probs_out if in_place else None)",
+    "mask": "allowed = self.bias[start : start + T, :S] if causal is None else causal[start : start + T, :S]\n"
+    "scores = scores.masked_fill(~allowed, value) if record is not None else scores.masked_fill_(~allowed, value)",
+    "softmax": "probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, T, S)",
+    "weighted_sum": "context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)",
+    "concat": "out = context.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d_model): heads concatenated",
+    "w_o": "return self.c_proj(out), probs",
+}
+
 
 @dataclass(frozen=True)
 class Step:
@@ -130,6 +157,7 @@ class HeadSteps:
     entropy: float  # of the query's attention row (probs), nats
     entropy_unscaled: float  # of the same row without the /√d_k (probs_unscaled), nats
     errors: dict[str, float] = field(default_factory=dict)  # max |ours − encoder's| per checked tensor
+    kind: str = "encoder"  # "decoder": the steps of a GPT-2 block (DECODER_CODE / DECODER_SOURCE, models/gpt2.py)
 
     def step(self, key: str) -> Step:
         return next(s for s in self.steps if s.key == key)
@@ -144,6 +172,15 @@ def _layer_on_cpu(encoder: Encoder, layer: int) -> Layer:
     """Return the layer's module in float32 on the CPU (a copy when the model lives elsewhere or in half)."""
     module = encoder.model.layers[layer]
     assert isinstance(module, Layer)
+    if encoder.device.type == "cpu" and encoder.dtype == torch.float32:
+        return module
+    return copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
+
+
+def _block_on_cpu(encoder: Encoder, layer: int) -> Block:
+    """Return a decoder's block in float32 on the CPU (a copy when the model lives elsewhere or in half)."""
+    module = encoder.model.layers[layer]
+    assert isinstance(module, Block)
     if encoder.device.type == "cpu" and encoder.dtype == torch.float32:
         return module
     return copy.deepcopy(module).to(device="cpu", dtype=torch.float32)
@@ -174,6 +211,8 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     Each line that makes a step's tensor is the CODE entry of that step, verbatim.
     """
     _check_indices(out, layer, head, query)
+    if encoder.is_decoder:
+        return _decoder_head_steps(encoder, out, layer, head, query)
     lay = _layer_on_cpu(encoder, layer)
     attn = lay.attention.self  # SelfAttention: W_q, W_k, W_v (attn.query, attn.key, attn.value)
     W_o = lay.attention.output.dense
@@ -259,6 +298,93 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     )
 
 
+@torch.no_grad()
+def _decoder_head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, query: int) -> HeadSteps:
+    """head_steps for a GPT-2 block: ln_1, c_attn split, the model's own tril buffer, c_proj (DECODER_CODE)."""
+    lay = _block_on_cpu(encoder, layer)
+    assert out.layer_inputs is not None  # _check_indices raised otherwise
+    attn = lay.attn  # CausalSelfAttention: c_attn (W_q, W_k, W_v side by side), c_proj (W_o), bias (the tril)
+    keep = out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos): the mask applied (the causal one included)
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    x = lay.ln_1(out.layer_inputs[layer].unsqueeze(0))
+    B, T, C = x.size()  # batch, seq, d_model
+    shapes["input"] = tuple(x.shape)
+    q, k, v = attn.c_attn(x).split(C, dim=2)
+    shapes["project"] = tuple(q.shape)
+    q_row = q[0, query]
+    q = q.view(B, T, attn.n_heads, attn.d_k)
+    k, v = k.view(B, T, attn.n_heads, attn.d_k), v.view(B, T, attn.n_heads, attn.d_k)
+    shapes["split"] = tuple(q.shape)
+    q = q.transpose(1, 2)
+    k, v = k.transpose(1, 2), v.transpose(1, 2)
+    shapes["transpose"] = tuple(q.shape)
+    dots = torch.matmul(q, k.transpose(-2, -1))
+    shapes["dot"] = tuple(dots.shape)
+    scores = torch.matmul(q * attn.scale, k.transpose(-2, -1))
+    shapes["scale"] = tuple(scores.shape)
+    masked = scores.masked_fill(~(attn.bias[:T, :T] & keep), torch.finfo(scores.dtype).min)
+    shapes["mask"] = tuple(masked.shape)
+    probs = torch.softmax(masked, dim=-1)
+    shapes["softmax"] = tuple(probs.shape)
+    context = torch.matmul(probs, v)
+    shapes["weighted_sum"] = tuple(context.shape)
+    merged = context.transpose(1, 2).contiguous().view(B, T, C)
+    shapes["concat"] = tuple(merged.shape)
+    output = attn.c_proj(merged)
+    shapes["w_o"] = tuple(output.shape)
+
+    applied = attn.bias[:T, :T] & keep
+    unscaled = torch.softmax(dots.masked_fill(~applied, torch.finfo(dots.dtype).min), dim=-1)
+    # The rest of the block, only to check these tensors are the model's: residual, then ln_2 and the MLP.
+    h = out.layer_inputs[layer].unsqueeze(0) + output
+    next_input = (h + lay.mlp(lay.ln_2(h)))[0]
+
+    i, hd = query, head
+    cols = slice(hd * attn.d_k, (hd + 1) * attn.d_k)
+    errors = {
+        "attention": float((probs[0, hd] - out.attentions[layer, hd]).abs().max()),
+        "next_layer": float((next_input - out.layer_inputs[layer + 1]).abs().max()),
+    }
+    for name, ours in (("queries", q), ("keys", k), ("values", v), ("context", context)):
+        theirs = getattr(out, name)
+        if theirs is not None:
+            errors[name] = float((ours[0, hd] - theirs[layer, hd]).abs().max())
+    keep_map = applied[0, 0].numpy().astype(bool).copy()
+    return HeadSteps(
+        layer=layer,
+        head=hd,
+        query=i,
+        tokens=list(out.display_tokens or out.tokens),
+        n_heads=int(attn.n_heads),
+        d_model=int(C),
+        d_k=int(attn.d_k),
+        steps=[Step(key, shapes[key], AXES[key], DECODER_CODE[key], DECODER_SOURCE[key]) for key in STEP_KEYS],
+        x=_np(x[0]),
+        q_row=_np(q_row),
+        q=_np(q[0, hd]),
+        k=_np(k[0, hd]),
+        v=_np(v[0, hd]),
+        dots=_np(dots[0, hd, i]),
+        scores=_np(scores[0, hd, i]),
+        probs_unscaled=_np(unscaled[0, hd, i]),
+        keep=keep_map[i].copy(),
+        masked=_np(masked[0, hd, i]),
+        probs=_np(probs[0, hd, i]),
+        weighted=_np(probs[0, hd, i, :, None] * v[0, hd]),
+        context=_np(context[0, hd, i]),
+        merged=_np(merged[0, i]),
+        output=_np(output[0, i]),
+        head_share=_np(context[0, hd, i] @ attn.c_proj.weight[:, cols].T),
+        head_map=_np(probs[0, hd]),
+        keep_map=keep_map,
+        entropy=float(row_entropy(probs[0, hd, i])),
+        entropy_unscaled=float(row_entropy(unscaled[0, hd, i])),
+        errors=errors,
+        kind="decoder",
+    )
+
+
 @dataclass
 class OneVsMany:
     """A layer as its h heads and as one head of width d_model with the same weights; parameters of both."""
@@ -278,6 +404,14 @@ class OneVsMany:
     heads_entropy: np.ndarray  # [heads] mean row entropy of each head's map, nats
 
 
+def _row_view(linear: torch.nn.Linear, rows: slice) -> torch.nn.Linear:
+    """Return a Linear whose weight and bias are `rows` of another's (views: W_q, W_k or W_v out of c_attn)."""
+    part = torch.nn.Linear(linear.in_features, rows.stop - rows.start, device="meta")
+    part.weight = torch.nn.Parameter(linear.weight[rows], requires_grad=False)
+    part.bias = torch.nn.Parameter(linear.bias[rows], requires_grad=False)
+    return part
+
+
 @torch.no_grad()
 def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
     """Return `layer` as its h heads and as a single head of width d_model built from the same four matrices.
@@ -287,16 +421,26 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
     a what-if with the same parameters, to show that splitting into heads costs no parameters.
     """
     _check_indices(out, layer)
-    lay = _layer_on_cpu(encoder, layer)
-    attn, W_o = lay.attention.self, lay.attention.output.dense
     keep = out.keep.to(torch.bool)[None]  # (1, q_pos, k_pos)
     assert out.layer_inputs is not None  # _check_indices raised otherwise
-    x = out.layer_inputs[layer].unsqueeze(0)  # (1, T, d_model)
+    attn: CausalSelfAttention | SelfAttention
+    if encoder.is_decoder:
+        block = _block_on_cpu(encoder, layer)
+        attn, W_o = block.attn, block.attn.c_proj
+        x = block.ln_1(out.layer_inputs[layer].unsqueeze(0))  # (1, T, d_model): pre-LN
+        C = x.size(-1)
+        # W_q, W_k, W_v as three (d_model, d_model) Linear layers, views of c_attn's rows
+        w_qkv = [_row_view(block.attn.c_attn, slice(i * C, (i + 1) * C)) for i in range(3)]
+    else:
+        lay = _layer_on_cpu(encoder, layer)
+        attn, W_o = lay.attention.self, lay.attention.output.dense
+        x = out.layer_inputs[layer].unsqueeze(0)  # (1, T, d_model)
+        w_qkv = [attn.query, attn.key, attn.value]
     B, T, C = x.size()  # batch, seq, d_model
     H, d_k = attn.n_heads, attn.d_k
 
     # One head of width d_model: no view, no transpose.
-    q, k, v = attn.query(x), attn.key(x), attn.value(x)  # (1, T, d_model)
+    q, k, v = (m(x) for m in w_qkv)  # (1, T, d_model)
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(C)  # (1, T, T)
     single = torch.softmax(scores.masked_fill(~keep, torch.finfo(scores.dtype).min), dim=-1)
     out_single = W_o(torch.matmul(single, v))  # (1, T, d_model)
@@ -309,9 +453,7 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
     def count(linear: torch.nn.Linear, rows: slice = slice(None)) -> int:
         return linear.weight[rows].numel() + (linear.bias[rows].numel() if linear.bias is not None else 0)
 
-    per_head = [
-        sum(count(m, slice(h * d_k, (h + 1) * d_k)) for m in (attn.query, attn.key, attn.value)) for h in range(H)
-    ]
+    per_head = [sum(count(m, slice(h * d_k, (h + 1) * d_k)) for m in w_qkv) for h in range(H)]
     w_o = count(W_o)
     maps = out.attentions[layer].float()
     return OneVsMany(
@@ -322,7 +464,7 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
         maps=_np(maps),
         single_map=_np(single[0]),
         params_heads=sum(per_head) + w_o,
-        params_single=sum(count(m) for m in (attn.query, attn.key, attn.value)) + w_o,
+        params_single=sum(count(m) for m in w_qkv) + w_o,
         params_per_head=per_head[0],
         params_w_o=w_o,
         output_change=float((out_single - out_heads).norm() / out_heads.norm().clamp_min(1e-12)),

@@ -158,14 +158,25 @@ def _future_mass(attn: torch.Tensor, intended: torch.Tensor, rows: torch.Tensor)
 
 @torch.no_grad()
 def wrong_mask(encoder: Encoder, text: str, text_b: str | None = None, show_rows: int = 4) -> WrongMaskDemo:
-    """Return the model's attention with the right causal mask (tril) and with the transposed one (triu)."""
+    """Return the model's attention with the right causal mask (tril) and with the transposed one (triu).
+
+    For a decoder the planted triu replaces the model's own tril buffer for this one pass (GPT2Model's `causal`
+    argument): a user mask could not do it, since the decoder ANDs every mask with its own.
+    """
+    if encoder.is_decoder:
+        text_b = None
     first = encoder.encode(text, text_b, mask="causal")
     T = first.seq
     intended = masks.causal_keep(T)  # (q_pos, k_pos), True = may attend
     planted = intended.T.contiguous()  # torch.triu: each position sees itself and the FUTURE
-    second = encoder.encode(text, text_b, mask=planted)
+    if encoder.is_decoder:
+        with torch.inference_mode():
+            res = encoder.model(first.input_ids[None].to(encoder.device), causal=planted.to(encoder.device))
+        wrong = res.attentions[0].float().cpu()
+    else:
+        wrong = encoder.encode(text, text_b, mask=planted).attentions.float()
     rows = _real_rows(first)
-    right, wrong = first.attentions.float(), second.attentions.float()
+    right = first.attentions.float()
     leaked = ((wrong > 0) & ~intended).any(dim=(0, 1))
     return WrongMaskDemo(
         intended=intended.numpy(),

@@ -114,7 +114,17 @@ def test_sep_share_counts_every_sep_together():
 
 
 def test_thresholds_are_strict_and_shown():
-    assert THRESHOLDS == {"prev": 0.5, "next": 0.5, "cls": 0.6, "sep": 0.6, "punct": 0.6, "block": 0.8, "broad": 0.9}
+    assert THRESHOLDS == {
+        "prev": 0.5,
+        "next": 0.5,
+        "cls": 0.6,
+        "sep": 0.6,
+        "punct": 0.6,
+        "block": 0.8,
+        "broad": 0.9,
+        "first": 0.6,
+        "induction": 0.4,
+    }
     # exactly 0.6 on [CLS] is not a [CLS] head (the rule is "> 0.6")
     A = np.full((N, N), 0.4 / (N - 1))
     A[:, 0] = 0.6

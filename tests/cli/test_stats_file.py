@@ -34,6 +34,9 @@ def test_a_file_gives_the_models_own_statistics(tmp_path, capsys, model):
     ]
     for mine, theirs in zip(doc["heads"], ref["heads"], strict=True):
         for k, v in theirs.items():
+            if k == "induction":  # a decoder's induction score runs the model on its own input: none from a file
+                assert k not in mine
+                continue
             assert mine[k] == pytest.approx(v, abs=1e-5), k
     for name in ("js", "js_per_row", "cosine"):
         np.testing.assert_allclose(doc["redundancy"][name], ref["redundancy"][name], atol=1e-5)

@@ -204,3 +204,27 @@ def test_steps_of_a_gpu_encoder(dtype, tol):
     assert next(enc.model.parameters()).device.type == "cuda"  # the shared model was not moved
     o = one_vs_many(enc, out, 2)
     assert o.params_heads == o.params_single == mha_params(enc.config.d_model)
+
+
+def test_decoder_source_lines_are_the_decoders_own():
+    from models import gpt2 as gpt2_module
+
+    source = _normalise(inspect.getsource(gpt2_module))
+    for key, lines in steps_module.DECODER_SOURCE.items():
+        for line in lines.splitlines():
+            assert _normalise(line) in source, (key, line)
+    body = inspect.getsource(steps_module._decoder_head_steps)
+    for key, line in steps_module.DECODER_CODE.items():
+        assert line in body, (key, line)
+
+
+def test_decoder_steps_are_the_models_own_with_its_tril(gpt2_tiny):
+    out = gpt2_tiny.encode("The cat sat on the mat.", internals=True)
+    s = steps_module.head_steps(gpt2_tiny, out, 1, 2, 3)
+    assert s.kind == "decoder"
+    assert max(s.errors.values()) < 1e-5, s.errors
+    assert s.keep.tolist() == [True] * 4 + [False] * (out.seq - 4)  # query 3 sees keys 0…3: the tril row
+    assert (s.probs[4:] == 0).all()
+    o = steps_module.one_vs_many(gpt2_tiny, out, 1)
+    assert o.params_heads == o.params_single
+    assert np.allclose(np.triu(o.single_map, 1), 0)

@@ -238,7 +238,9 @@ def test_bad_input(minilm):
         check_mask(minilm, SENTENCE, "__import__('os')", "keep", "causal")
 
 
-@pytest.mark.parametrize("spec", ["sideways", "window", "causal+window:2", "padding+padding", ""])
+@pytest.mark.parametrize(
+    "spec", ["sideways", "window", "causal+bidirectional", "padding+padding", "", "chunk:0", "docs:3,0", "causal+"]
+)
 def test_bad_expectations(spec):
     with pytest.raises(MaskError):
         parse_expect(spec)
@@ -352,3 +354,18 @@ def test_prefix_outputs_do_not_move_when_later_tokens_change(minilm):
             free_a = minilm.model(ids, types).last_hidden
             free_b = minilm.model(changed, types).last_hidden
         assert (free_a[0, : t + 1] - free_b[0, : t + 1]).abs().max() > 1e-3
+
+
+def test_decoder_mask_is_judged_with_its_own_tril(gpt2_tiny):
+    """A decoder ANDs every mask with its causal one: 'everything visible' is causal in effect, and behaviour says so."""
+    from models.masks.checker import check_mask
+
+    report = check_mask(
+        gpt2_tiny, "One two three four five.", "torch.ones(seq, seq, dtype=torch.bool)", "keep", "causal"
+    )
+    codes = {f.code: f for f in report.findings}
+    assert "shape.decoder" in codes and codes["shape.decoder"].values["hidden"] > 0
+    assert codes["behaviour.ok"].status == "pass" if "behaviour.ok" in codes else True
+    assert report.verdict == "pass"
+    window = check_mask(gpt2_tiny, "One two three four five.", "window:1", "keep", "causal")
+    assert window.verdict == "fail"  # narrower than causal: over-masked

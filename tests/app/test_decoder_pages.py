@@ -1,0 +1,86 @@
+"""Every page with a decoder (random:gpt2-tiny) through AppTest: runs, in both languages, with no BERT leftovers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.test_lecture_pages import chart_specs, texts
+from ui.i18n import LANGUAGES, translate
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = "random:gpt2-tiny"
+PAGES = ("explore", "heads", "corpus", "masks", "inside_head", "memory", "troubleshooting", "generation")
+BERT_ONLY = re.compile(r"\[CLS\]|\[SEP\]|token type|sentence B|句子 B")
+
+
+def open_page(page: str, **query) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params["model"] = MODEL
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    return at.switch_page(f"app_pages/{page}.py").run()
+
+
+def leftovers(at: AppTest, lang: str) -> list[str]:
+    """Texts that name BERT's specials, except the notes that say a decoder has none of them."""
+    notes = {
+        translate(lang, k)
+        for k in ("heads.labels.decoder_note", "explore.decoder_note", "sidebar.decoder_note", "heads.labels.rules")
+    }
+    shown = texts(at) + [w.label for w in at.get("toggle")] + [w.label for w in at.get("checkbox")]
+    return [s for s in shown if BERT_ONLY.search(s) and s not in notes]
+
+
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_a_decoder(page, lang):
+    at = open_page(page, lang=lang, text="The cat sat on the mat. The cat sat on the mat.")
+    assert not at.exception, at.exception
+    planted = translate(lang, "masks.msg.verdict.fail").split("{")[0].strip()
+    errors = [e.value for e in at.error if not (page == "troubleshooting" and e.value.startswith(planted))]
+    assert not errors, errors
+    assert not [s for s in texts(at) if "⟦" in s], "a string key is missing"
+    assert not leftovers(at, lang), leftovers(at, lang)
+    # No second sentence for a decoder: the sidebar says so instead of offering the field.
+    assert not [w for w in at.sidebar.text_area if w.key == "text_b"]
+    if page not in ("corpus", "masks"):
+        assert chart_specs(at), "no figure"
+
+
+def test_heads_page_labels_a_decoders_heads():
+    at = open_page("heads", text="The cat sat on the mat. The cat sat on the mat.")
+    shown = "\n".join(texts(at))
+    assert translate("en", "heads.label.induction") in shown  # the rules table names the decoder's labels
+    assert translate("en", "heads.label.first").split(" (")[0] in shown
+    assert "next-token loss" in shown  # importance through the tied LM head
+
+
+def test_generation_page_checks_the_cache_and_steps():
+    at = open_page("generation")
+    assert not at.exception
+    assert any("steps checked" in s.value for s in at.success), [s.value for s in at.success]
+    facts = [s for s in texts(at) if "Cache after this step" in s]
+    assert facts and "(1, 4, " in facts[0]  # (batch, heads, seq, d_k)
+    at.slider(key="gen_step").set_value(3).run()
+    assert not at.exception
+    assert any("Only the newest token" in s for s in texts(at))
+
+
+def test_generation_page_in_presentation_mode_and_chinese():
+    at = open_page("generation", present="1", lang="zh")
+    assert not at.exception and not at.error
+    assert any("步" in str(m.value) for m in at.markdown)
+    at.button(key="step_next_top").click().run()
+    assert not at.exception
+
+
+def test_generation_page_with_an_encoder_says_what_to_pick():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("app_pages/generation.py").run()
+    assert not at.exception
+    assert any("random:gpt2-tiny" in i.value for i in at.info)
