@@ -7,7 +7,7 @@ import streamlit as st
 
 from models import AttnVizError
 from models.masks import CONVENTIONS
-from models.masks.checker import EXAMPLES, MaskReport
+from models.masks.checker import EXAMPLES, MaskReport, example_expect
 from ui import controls, state
 from ui.mask_report import checked, show_report
 from ui.safe import md
@@ -17,24 +17,39 @@ from viz.heatmap import head_heatmap
 from viz.overlays import AGREEMENT, add_mask_overlay, mask_agreement
 
 SOURCES = ("example", "expression", "file")
-EXPECT_KINDS = ("causal", "bidirectional", "padding", "window", "prefix", "causal+padding")
+EXPECT_KINDS = ("causal", "bidirectional", "padding", "window", "prefix", "causal+padding", "composed")
 DEFAULT_BATCH = "Too tired."
 # Page widgets whose values should survive a visit to another page (the file uploader cannot be restored).
-KEPT = ("mc_source", "mc_example", "mc_expr", "mc_convention", "mc_expect_kind", "mc_param", "mc_batch", "mc_item")
+KEPT = (
+    "mc_source",
+    "mc_example",
+    "mc_expr",
+    "mc_convention",
+    "mc_expect_kind",
+    "mc_param",
+    "mc_expect_text",
+    "mc_batch",
+    "mc_item",
+)
 
 
-def _apply_example(key: str) -> None:
+def _apply_example(key: str, seq: int) -> None:
     """Put an example's expression, convention and expectation into the widgets (before they are drawn)."""
-    expr, convention, expect, _ = EXAMPLES[key]
+    expr, convention, _, _ = EXAMPLES[key]
+    expect = example_expect(key, seq)
     kind, _, param = expect.partition(":")
     st.session_state["mc_expr"] = expr
     st.session_state["mc_convention"] = convention
-    st.session_state["mc_expect_kind"] = kind
-    if param:
-        st.session_state["mc_param"] = int(param)
+    if expect in EXPECT_KINDS or (kind in ("window", "prefix") and param.isdigit()):
+        st.session_state["mc_expect_kind"] = kind
+        if param:
+            st.session_state["mc_param"] = int(param)
+    else:
+        st.session_state["mc_expect_kind"] = "composed"
+        st.session_state["mc_expect_text"] = expect
 
 
-def _mask_inputs() -> tuple[str | bytes | None, str, str, str]:
+def _mask_inputs(seq: int) -> tuple[str | bytes | None, str, str, str]:
     """Draw the mask pickers; return (mask: expression or file bytes, file name, convention, expectation)."""
     for key in KEPT:
         if key in st.session_state:
@@ -42,7 +57,7 @@ def _mask_inputs() -> tuple[str | bytes | None, str, str, str]:
     if st.session_state.get("mc_example") not in EXAMPLES:
         st.session_state["mc_example"] = "ok_tril"
     if "mc_expr" not in st.session_state:
-        _apply_example(st.session_state["mc_example"])
+        _apply_example(st.session_state["mc_example"], seq)
     source = st.radio(
         t("masks.source"), SOURCES, key="mc_source", horizontal=True, format_func=lambda s: t(f"masks.source_kind.{s}")
     )
@@ -55,7 +70,7 @@ def _mask_inputs() -> tuple[str | bytes | None, str, str, str]:
             key="mc_example",
             format_func=lambda k: ("✓ " if EXAMPLES[k][3] else "✗ ") + t(f"masks.example.{k}"),
         )
-        _apply_example(key)  # the example fixes convention and expectation (shown, not editable)
+        _apply_example(key, seq)  # the example fixes convention and expectation (shown, not editable)
         st.caption(t(f"masks.lesson.{key}"))
         mask = EXAMPLES[key][0]
         st.code(mask, language="python")
@@ -94,6 +109,11 @@ def _mask_inputs() -> tuple[str | bytes | None, str, str, str]:
             t(f"masks.param.{kind}"), min_value=0, max_value=511, step=1, key="mc_param", disabled=fixed
         )
         expect = f"{kind}:{int(value)}"
+    elif kind == "composed":
+        st.session_state.setdefault("mc_expect_text", "causal+window:3")
+        expect = right.text_input(
+            t("masks.expect_text"), key="mc_expect_text", disabled=fixed, help=t("masks.expect_text_help")
+        ).strip()
     return mask, name, convention, expect
 
 
@@ -145,7 +165,7 @@ def main() -> None:
     if out is None or enc is None:
         return
 
-    mask, file_name, convention, expect = _mask_inputs()
+    mask, file_name, convention, expect = _mask_inputs(out.seq)
     sel = state.selection()
     text, text_b = sel.text, sel.text_b
     texts, texts_b = [text], ([text_b] if text_b else None)

@@ -2,11 +2,12 @@
 
     python bench/encoder.py                 # BERT-base shape (random weights, saved and loaded as a folder)
     python bench/encoder.py --model minilm  # the bundled model
-    python bench/encoder.py --device cuda
+    python bench/encoder.py --device cuda     # the GPU path: the same ratios where CUDA exists
+    python bench/encoder.py --threads 1 --clock cpu   # steadier on a shared machine
 
 Both sides tokenize the text and return every layer's attention; runs alternate in one process (ours, theirs,
 ours, …) after warm-up, so drift in the machine's speed hits both. Prints medians and ours/theirs (≤ 1.0 = we
-are as fast or faster). Target: ratio ≤ 1.0 at 128 and 512 tokens.
+are as fast or faster). Targets: ratio ≤ 0.9 at 128 tokens and ≤ 0.75 at 512.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from models import bundled_model_dir, load_encoder
+
+TARGETS = {128: 0.9, 512: 0.75}  # ours / transformers eager, on a CPU or a GPU alike
 
 
 def bert_base_folder(path: Path) -> Path:
@@ -118,7 +121,9 @@ def main() -> None:
                     if i >= args.warmup:
                         bucket.append(clock() - t0)
             mo, mt = statistics.median(t_ours) * 1e3, statistics.median(t_theirs) * 1e3
-            print(f"{n:>6} {mo:>9.1f} {mt:>16.1f} {mo / mt:>6.2f}")
+            target = TARGETS.get(n)
+            verdict = f"  target ≤ {target}: {'met' if mo / mt <= target else 'NOT met'}" if target else ""
+            print(f"{n:>6} {mo:>9.1f} {mt:>16.1f} {mo / mt:>6.2f}{verdict}")
 
 
 if __name__ == "__main__":

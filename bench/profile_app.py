@@ -37,8 +37,8 @@ PAGES = {
 PIECES = [
     ("encode (Encoder.encode_batch)", "models/encoder.py", "encode_batch"),
     ("cache: hashing arguments", "streamlit/runtime/caching/hashing.py", "update_hash"),
-    ("cache: storing results (pickle)", "streamlit/runtime/caching/cache_data_api.py", "_write_to_mem_cache"),
-    ("cache: reading results (unpickle)", "streamlit/runtime/caching/cache_data_api.py", "_read_from_mem_cache"),
+    ("cache_data: storing a result (pickle)", "streamlit/runtime/caching/cache_data_api.py", "write_result"),
+    ("cache_data: reading a result (unpickled copy)", "streamlit/runtime/caching/cache_data_api.py", "read_result"),
     ("overview PNG (render_mosaic)", "viz/overview.py", "render_mosaic"),
     ("  of which PNG encoding (PIL save)", "PIL/Image.py", "save"),
     ("figures built (viz: overview)", "viz/overview.py", "overview_figure"),

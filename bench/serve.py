@@ -158,7 +158,18 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=5, help="typed texts per model and length (median reported)")
     ap.add_argument("--sessions", type=int, default=16, help="sessions typing at once (0: skip), at most 32")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for any one page to be idle")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads of the server and of the encode measured here (0: torch's default). On a busy machine "
+        "use 1: threads spinning at a barrier count as CPU time and inflate the encode, flattering the ratio",
+    )
     args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
 
     from bench.encoder import bert_base_folder
     from models import bundled_model_dir
@@ -167,7 +178,8 @@ def main() -> None:
 
     lengths = [int(x) for x in args.lengths.split(",")]
     sessions = max(0, min(args.sessions, 32))
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
+    threads = f"{args.threads} torch thread(s)" if args.threads else "torch's default threads"
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start; {threads}")
     with tempfile.TemporaryDirectory() as tmp:
         specs = {
             m: str(bert_base_folder(Path(tmp) / "bert-base")) if m == "bert-base" else m for m in args.models.split(",")
@@ -179,6 +191,8 @@ def main() -> None:
         crowd_s = None
         log = ARTIFACTS / "serve-debug.log"
         env = {"ATTENTION_LENS_DEBUG": "1", "ATTENTION_LENS_DEBUG_FILE": str(log)}
+        if args.threads:
+            env["OMP_NUM_THREADS"] = str(args.threads)
         with app_process(timeout=120, extra_env=env) as (url, proc), browser() as b:
             for (m, n), texts in plan.items():
                 typed[(m, n)] = drive(b, url, proc.pid, log, specs[m], texts, args.timeout)

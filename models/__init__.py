@@ -17,6 +17,7 @@ from .errors import (
     UnsupportedArchitectureError,
 )
 from .gpt2 import GPT2Model, KVCache
+from .masks.harness import AttentionReport, assert_attention, check_attention
 from .weights import bundled_model_dir, load_encoder, load_model, spec_kind
 
 
@@ -29,6 +30,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "AttentionReport",
     "AttnVizError",
     "BudgetError",
     "BertConfig",
@@ -46,7 +48,9 @@ __all__ = [
     "SettingsError",
     "TruncationWarning",
     "UnsupportedArchitectureError",
+    "assert_attention",
     "bundled_model_dir",
+    "check_attention",
     "load_encoder",
     "load_model",
     "spec_kind",

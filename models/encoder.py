@@ -298,8 +298,8 @@ class Encoder:
         if mask is None:
             return None, "bidirectional"
         if isinstance(mask, str):
-            kind, _ = masks.parse_named(mask)
-            return masks.named_keep(mask, seq, self.device), mask.strip().lower() if kind != "bidirectional" else kind
+            exp = masks.parse_expectation(mask, allow_empty=True, what="mask")
+            return masks.named_keep(mask, seq, self.device), exp.name
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
             raise MaskError(
                 "a mask tensor must be bool with True = may attend: convert other conventions first with "

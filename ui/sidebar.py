@@ -7,7 +7,7 @@ import torch
 
 from models import AttnVizError, Encoder, EncoderOutput, ModelNotAllowedError, settings
 from models.attention_file import AttentionMaps
-from models.masks import parse_named
+from models.masks import Expectation, parse_expectation
 
 from . import cache, presentation, source, state
 from .i18n import LANGUAGES
@@ -27,7 +27,8 @@ MODEL_CHOICES = (
     "random:gpt2-tiny",
 )
 CUSTOM = "custom"
-MASK_KINDS = ("bidirectional", "causal", "window", "prefix")
+MASK_KINDS = ("bidirectional", "causal", "window", "prefix", "chunk")
+CUSTOM_MASK = "composed"
 
 
 def _apply_example() -> None:
@@ -112,43 +113,62 @@ def _is_decoder(spec: str) -> bool:
 
 
 def _mask_picker(decoder: bool = False) -> None:
-    given = state.get("mask")
-    kind, param = parse_named(given) if _valid_mask(given) else ("bidirectional", None)
+    """Pick a mask: a single kind with its number, or any composed expectation typed out (causal+window:3).
+
+    One grammar (models.masks.expectations) for the picker, --mask, --expect and encode(mask=...).
+    """
+    current = state.get("mask")
+    exp = _parsed(current)
+    terms = exp.terms if exp is not None else ()
+    single = len(terms) <= 1 and all(t.kind in MASK_KINDS for t in terms)
+    kind = (terms[0].kind if terms else "bidirectional") if single else CUSTOM_MASK
+    param = terms[0].value if single and terms and isinstance(terms[0].value, int) else None
     if "mask_kind" not in st.session_state:  # first run: the mask came from a link or the default
-        if not _valid_mask(given) or kind not in MASK_KINDS:
-            st.warning(t("sidebar.mask_unknown", given=md(given)[:200]))
+        if exp is None:
+            st.warning(t("sidebar.mask_unknown", given=md(str(current))[:200]))
+            kind = "bidirectional"
         elif param is not None and param > MASK_PARAM_MAX:
             used = f"{kind}:{MASK_PARAM_MAX}"
-            st.warning(t("sidebar.mask_clamped", given=md(given), kind=kind, high=MASK_PARAM_MAX, used=used))
+            st.warning(t("sidebar.mask_clamped", given=md(current), kind=kind, high=MASK_PARAM_MAX, used=used))
             param = MASK_PARAM_MAX
-        st.session_state["mask_kind"] = kind if kind in MASK_KINDS else "bidirectional"
+        st.session_state["mask_kind"] = kind
     kind = st.selectbox(
         t("sidebar.mask"),
-        MASK_KINDS,
+        (*MASK_KINDS, CUSTOM_MASK),
         key="mask_kind",
         format_func=lambda k: t(
             f"sidebar.mask_kind.{k}_decoder" if decoder and k == "bidirectional" else f"sidebar.mask_kind.{k}"
         ),
         help=t("sidebar.mask_help_decoder" if decoder else "sidebar.mask_help"),
     )
-    if kind in ("window", "prefix"):
+    if kind in ("window", "prefix", "chunk"):
         pkey = f"mask_{kind}"
         if pkey not in st.session_state:
-            st.session_state[pkey] = param if param is not None else (2 if kind == "window" else 4)
+            own = param if single and terms and terms[0].kind == kind else None
+            st.session_state[pkey] = own if own is not None else {"window": 2, "prefix": 4, "chunk": 4}[kind]
+        low = 1 if kind == "chunk" else 0
         value = st.number_input(
-            t(f"sidebar.mask_param.{kind}"), min_value=0, max_value=MASK_PARAM_MAX, step=1, key=pkey
+            t(f"sidebar.mask_param.{kind}"), min_value=low, max_value=MASK_PARAM_MAX, step=1, key=pkey
         )
         st.session_state["mask"] = f"{kind}:{int(value)}"
+    elif kind == CUSTOM_MASK:
+        if "mask_custom" not in st.session_state:
+            st.session_state["mask_custom"] = current if exp is not None and not single else "causal+window:3"
+        typed = st.text_input(t("sidebar.mask_custom"), key="mask_custom", help=t("sidebar.mask_custom_help"))
+        try:
+            st.session_state["mask"] = parse_expectation(typed).name
+        except AttnVizError as err:
+            st.error(t("sidebar.mask_custom_bad", reason=str(err)))
+            st.session_state["mask"] = "bidirectional"
     else:
         st.session_state["mask"] = kind
 
 
-def _valid_mask(spec: str) -> bool:
+def _parsed(spec: object) -> Expectation | None:
     try:
-        parse_named(spec)
-        return True
+        return parse_expectation(spec if isinstance(spec, str) else "", allow_empty=True)
     except AttnVizError:
-        return False
+        return None
 
 
 def render() -> None:

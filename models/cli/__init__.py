@@ -13,13 +13,14 @@ from types import ModuleType
 
 from ..encoder import TruncationWarning
 from ..errors import AttnVizError
-from . import check_mask, export, generate, info, memory, stats
+from . import check_attention, check_mask, export, generate, info, memory, stats
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, UsageError, add_model_args, add_text_args
 
 COMMANDS: dict[str, ModuleType] = {
     "export": export,
     "info": info,
     "check-mask": check_mask,
+    "check-attention": check_attention,
     "memory": memory,
     "stats": stats,
     "generate": generate,

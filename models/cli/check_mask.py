@@ -24,7 +24,8 @@ import torch
 from .. import masks
 from ..encoder import Encoder
 from ..errors import MaskError
-from ..masks.checker import EXPECT_HELP, check_mask
+from ..masks.checker import check_mask
+from ..masks.expectations import EXPECT_HELP
 from ..weights import load_encoder
 from .common import EXIT_FAIL, EXIT_OK, add_model_args
 

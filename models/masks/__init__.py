@@ -26,13 +26,14 @@ from .conventions import (
     is_named,
     named_keep,
     padding_keep,
-    parse_named,
     place,
     prefix_keep,
     read_as,
     to_keep,
     window_keep,
 )
+from .expectations import EXPECT_HELP, Expectation
+from .expectations import parse as parse_expectation
 from .expressions import evaluate
 from .sources import load_mask_bytes, load_mask_file, looks_like_file, resolve
 
@@ -63,7 +64,9 @@ __all__ = [
     "looks_like_file",
     "named_keep",
     "padding_keep",
-    "parse_named",
+    "parse_expectation",
+    "Expectation",
+    "EXPECT_HELP",
     "place",
     "prefix_keep",
     "read_as",

@@ -34,9 +34,10 @@ from ..errors import InputError, MaskError
 from ..gpt2 import GPT2Model
 from ..tokens import display_tokens
 from . import conventions as masks
+from .expectations import Expectation
+from .expectations import parse as parse_expectation
 from .sources import resolve
 
-EXPECT_HELP = "causal, bidirectional, padding, window:W, prefix:P (or two joined with +, e.g. causal+padding)"
 N_EXAMPLES = 5  # positions listed per finding
 PERTURB_TOKENS = 2048  # token budget of the behavioural test's batch (perturbed copies × seq)
 MAX_PERTURB = 16
@@ -44,6 +45,13 @@ MAX_PERTURB = 16
 _TRIL = "torch.tril(torch.ones(seq, seq, dtype=torch.bool))"
 _TRIU1 = "torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)"
 _BOTH = "(attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool()"
+_I, _J = "torch.arange(seq)[:, None]", "torch.arange(seq)[None, :]"
+_BAND = f"({_I} - {_J} <= 3)"  # transformers' sliding_window=4: kv_idx > q_idx - 4
+_BAND4 = f"({_I} - {_J} <= 4)"  # sliding_window=4 read as "4 tokens back": one too many
+_BLOCKS = f"({_I} // 4 == {_J} // 4)"
+_BLOCKS_FROM_1 = f"(({_I} + 1) // 4 == ({_J} + 1) // 4)"  # blocks counted as if position 0 were 1
+_DOCS = f"(({_I} < seq // 2) == ({_J} < seq // 2))"  # two packed documents: the first seq // 2 positions, the rest
+_DOCS_LE = f"(({_I} <= seq // 2) == ({_J} <= seq // 2))"  # <= moves the boundary: a token changes document
 # Teaching examples, correct and buggy: key → (expression, declared convention, expectation, passes).
 # The page lists them (labels and lessons in its locale files); tests/test_masks_page.py checks each verdict.
 EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
@@ -66,6 +74,13 @@ EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
     "bug_transposed": ("torch.triu(torch.ones(seq, seq, dtype=torch.bool))", "keep", "causal", False),
     "bug_padding_queries": ("attention_mask[:, None, :, None]", "keep", "padding", False),
     "bug_padding_visible": ("torch.ones(seq, seq, dtype=torch.bool)", "keep", "padding", False),
+    "ok_sliding": (f"{_TRIL} & {_BAND}", "keep", "causal+window:3", True),
+    "bug_window_off_by_one": (f"{_TRIL} & {_BAND4}", "keep", "causal+window:3", False),
+    "ok_chunked": (f"{_TRIL} & {_BLOCKS}", "keep", "causal+chunk:4", True),
+    "bug_chunk_boundary": (f"{_TRIL} & {_BLOCKS_FROM_1}", "keep", "causal+chunk:4", False),
+    "ok_docs": (f"{_TRIL} & {_DOCS}", "keep", "causal+docs:{a},{b}", True),
+    "bug_docs_neighbour": (f"{_TRIL} & {_DOCS_LE}", "keep", "causal+docs:{a},{b}", False),
+    "bug_padding_side": ("attention_mask.flip(-1)", "keep", "padding", False),
     "bug_neg_inf_rows": (
         f"torch.zeros(batch, 1, seq, seq).masked_fill(~{_BOTH}, float('-inf'))",
         "additive",
@@ -73,6 +88,12 @@ EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
         False,
     ),
 }
+
+
+def example_expect(key: str, seq: int) -> str:
+    """Return an example's expectation for an input of `seq` tokens (packed documents: seq // 2 and the rest)."""
+    return EXAMPLES[key][2].format(a=seq // 2, b=seq - seq // 2)
+
 
 # English for every message code, the CLI's and the page's (ui.i18n serves these as masks.msg.<code>); the
 # Chinese, with the same {placeholders}, is in ui/locales/zh/masks.toml (tests/app/test_masks_page.py).
@@ -132,6 +153,8 @@ MESSAGES: dict[str, str] = {
     "diag.padding_keys_visible": "padding keys left visible: real tokens attend to [PAD]",
     "diag.padding_on_queries": "wrong axis: the padding mask lands on queries (whole [PAD] rows hidden) instead of keys",
     "diag.off_by_one": "off by one: this is {name}, not {expect}",
+    "diag.chunk_shifted": "chunk boundary: the blocks of {size} start at position {offset}, not 0 (the block index counted from 1, or left padding not subtracted)",
+    "diag.padding_wrong_side": "padding on the wrong side: the mask hides positions at the other end of the sequence (left padding treated as right, or the reverse)",
     "diag.is_named": "this is a {name} mask",
     "shape.decoder": "this model is a decoder: it always applies its own causal mask (torch.tril) and ANDs yours with "
     "it, so what is judged below is that combination: {hidden} cell(s) your mask leaves open are hidden by the "
@@ -170,54 +193,12 @@ class Finding(Phrase):
         return {"check": self.check, "status": self.status, **super().to_dict(), "data": _jsonable(self.data)}
 
 
-@dataclass(frozen=True)
-class Expectation:
-    """What a mask is meant to be: named masks and/or 'padding', all of which must hold."""
-
-    parts: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        return "+".join(self.parts)
-
-    @property
-    def padding(self) -> bool:
-        return "padding" in self.parts
-
-    @property
-    def named(self) -> tuple[str, ...]:
-        return tuple(p for p in self.parts if p != "padding")
-
-    def keep(self, seq: int, real: torch.Tensor) -> torch.Tensor:
-        """Return the expected keep (batch, q_pos, k_pos) bool for (batch, seq) real-token flags."""
-        B = real.shape[0]
-        out = torch.ones(B, seq, seq, dtype=torch.bool)
-        for p in self.named:
-            k = masks.named_keep(p, seq)
-            if k is not None:
-                out &= k
-        if self.padding:
-            out &= real[:, None, :]
-        return out
-
-
 def parse_expect(spec: str) -> Expectation:
-    """Return the Expectation for 'causal', 'padding', 'window:2', 'causal+padding', …; MaskError otherwise."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise MaskError(f"say what the mask is meant to be: {EXPECT_HELP}")
-    parts = []
-    for raw in spec.lower().replace(" ", "").split("+"):
-        if raw == "padding":
-            parts.append("padding")
-            continue
-        try:
-            kind, p = masks.parse_named(raw)
-        except MaskError:
-            raise MaskError(f"unknown expectation {raw!r}: use {EXPECT_HELP}") from None
-        parts.append(kind if p is None else f"{kind}:{p}")
-    if len(set(parts)) != len(parts) or len([p for p in parts if p != "padding"]) > 1:
-        raise MaskError(f"expectation {spec!r}: combine at most one named mask with padding, e.g. causal+padding")
-    return Expectation(tuple(parts))
+    """Return the Expectation for 'causal', 'padding', 'causal+window:2', 'causal+docs:4,5', …; MaskError otherwise.
+
+    The grammar is models.masks.expectations, shared with --mask, encode(mask=...) and the sidebar.
+    """
+    return parse_expectation(spec)
 
 
 @dataclass
@@ -436,24 +417,19 @@ def _diagnose(
         (ones, Phrase("diag.no_mask")),
         (~ones, Phrase("diag.everything_masked")),
     ]
-    if exp.parts == ("causal",):
-        candidates += [
-            (expected.transpose(-1, -2), Phrase("diag.transposed")),
-            (torch.tril(ones, diagonal=-1), Phrase("diag.diagonal_masked")),
-            (torch.tril(ones, diagonal=1), Phrase("diag.next_visible")),
-        ]
-    elif len(exp.parts) == 1 and exp.named:
-        kind, p = masks.parse_named(exp.parts[0])
-        if kind in ("window", "prefix"):
-            assert p is not None  # window:W and prefix:P always carry their parameter
-            for q in (p - 1, p + 1):
-                if q >= 0:
-                    other = f"{kind}:{q}"
-                    off = masks.named_keep(other, T)
-                    if off is not None:
-                        candidates.append((off, Phrase("diag.off_by_one", {"name": other, "expect": name})))
-            if not torch.equal(expected[0], expected[0].T):
-                candidates.append((expected.transpose(-1, -2), Phrase("diag.transposed")))
+    pos = exp.position_keep(T)
+    if pos is not None:
+        pad = real[:, None, :] if exp.padding else torch.ones(B, 1, T, dtype=torch.bool)
+        if not torch.equal(pos, pos.T):
+            candidates.append((expected.transpose(-1, -2), Phrase("diag.transposed")))
+        if exp.term("causal") is not None:
+            candidates.append((expected & ~torch.eye(T, dtype=torch.bool), Phrase("diag.diagonal_masked")))
+        for code, values, near in exp.neighbours(T):
+            candidates.append((near[None] & pad, Phrase(f"diag.{code}", {**values, "expect": name})))
+    if exp.padding:
+        flipped = (ones if pos is None else pos)[None] & real.flip(-1)[:, None, :]
+        if not torch.equal(flipped, expected):
+            candidates.append((flipped, Phrase("diag.padding_wrong_side")))
     for cand, phrase in candidates:
         if same(cand):
             return [phrase]
@@ -517,7 +493,7 @@ def _behaviour(
     """Change the tokens the expectation hides; the outputs that cannot depend on them must not move."""
     B, T = ids.shape
     L = enc.config.n_layers
-    if not exp.padding and all(masks.parse_named(p)[0] == "bidirectional" for p in exp.named):
+    if not exp.padding and not exp.hides_by_position:
         return Finding("behaviour.skip", {"expect": exp.name}, "behaviour", "skip")
     # Which positions may each output depend on after l layers: the expected mask, with the residual path,
     # composed l times (for causal, prefix and padding this is the mask itself; a window widens by W per layer).
@@ -528,7 +504,7 @@ def _behaviour(
 
     plans: list[tuple[int, torch.Tensor, int | None]] = []  # (item, positions changed, t or None for padding)
     per_item = max(1, min(MAX_PERTURB, PERTURB_TOKENS // T) // B)
-    if exp.named and any(masks.parse_named(p)[0] != "bidirectional" for p in exp.named):
+    if exp.hides_by_position:
         for b in range(B):
             n = int(real[b].sum())
             ts = sorted(set(np.linspace(0, n - 2, num=min(per_item, max(n - 1, 1))).round().astype(int).tolist()))

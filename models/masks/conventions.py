@@ -21,10 +21,11 @@ import numpy as np
 import torch
 
 from ..errors import MaskError
+from .expectations import is_expectation
+from .expectations import parse as parse_expectation
 
-NAMED_MASKS = ("bidirectional", "causal", "window:W", "prefix:P")
-_PARAM = re.compile(r"^(window|prefix):(\d+)$")
-_WORD = re.compile(r"[A-Za-z_][\w-]*(:[\w-]*)?")
+NAMED_MASKS = ("bidirectional", "causal", "window:W", "prefix:P", "chunk:C", "docs:L1,L2,…", "padding")
+_WORD = re.compile(r"[A-Za-z_][\w-]*(:[\w,-]*)?(\s*\+\s*[A-Za-z_][\w-]*(:[\w,-]*)?)*")
 
 CONVENTIONS = ("keep", "drop", "additive")
 CONVENTION_HELP = {
@@ -39,7 +40,6 @@ AXES = ("batch", "heads", "q_pos", "k_pos")
 # Largest mask anyone may build or load: 2^24 cells holds (4, 12, 512, 512), 16 MiB as bool, 128 MiB as float64.
 MAX_ELEMENTS = 1 << 24
 MAX_FILE_BYTES = 256 << 20
-MAX_MASK_PARAM = 1 << 20  # window:W / prefix:P beyond any model's positions
 MASK_FILE_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 
 
@@ -76,43 +76,18 @@ def prefix_keep(seq: int, prefix: int, device: torch.device | str | None = None)
     return keep  # …and causality holds after it (row i < p sees only the prefix, which includes itself)
 
 
-def parse_named(spec: str) -> tuple[str, int | None]:
-    """Return (kind, parameter) for 'bidirectional', 'causal', 'window:W' or 'prefix:P'."""
-    s = spec.strip().lower()
-    if s in ("bidirectional", "none", "full", ""):
-        return "bidirectional", None
-    if s == "causal":
-        return "causal", None
-    m = _PARAM.match(s)
-    if m:
-        digits = m.group(2).lstrip("0") or "0"
-        if len(digits) > len(str(MAX_MASK_PARAM)) or int(digits) > MAX_MASK_PARAM:
-            shown = digits if len(digits) <= 12 else f"a {len(digits)}-digit number"
-            raise MaskError(f"{m.group(1)}:{shown} is too large: {m.group(1)}:N takes N from 0 to {MAX_MASK_PARAM:,}")
-        return m.group(1), int(digits)
-    raise MaskError(f"unknown mask {spec!r}: use one of {', '.join(NAMED_MASKS)}")
-
-
 def is_named(spec: str) -> bool:
-    """Return True when spec names a built-in mask ('causal', 'window:2', …)."""
-    try:
-        parse_named(spec)
-    except MaskError:
-        return False
-    return True
+    """Return True when spec is an expectation ('causal', 'window:2', 'causal+chunk:4', …), not a file or expression."""
+    return is_expectation(spec)
 
 
 def named_keep(spec: str, seq: int, device: torch.device | str | None = None) -> torch.Tensor | None:
-    """Return the (seq, seq) keep mask a name stands for; None for bidirectional (nothing hidden)."""
-    kind, p = parse_named(spec)
-    if kind == "bidirectional":
-        return None
-    if kind == "causal":
-        return causal_keep(seq, device)
-    assert p is not None  # window:W and prefix:P always carry their parameter
-    if kind == "window":
-        return window_keep(seq, p, device)
-    return prefix_keep(seq, p, device)
+    """Return the (seq, seq) keep mask an expectation stands for by position; None when it hides nothing so.
+
+    `padding` adds nothing here: padded keys come from the tokenizer's attention_mask, which the encoder always
+    applies. The grammar is models.masks.expectations (one parser for --mask, --expect and the sidebar).
+    """
+    return parse_expectation(spec, allow_empty=True, what="mask").position_keep(seq, device)
 
 
 def combine(*keeps: torch.Tensor | None) -> torch.Tensor | None:

@@ -17,17 +17,9 @@ import torch
 from .. import settings
 from ..errors import MaskError
 from ..files import read_user_file
-from .conventions import (
-    _PARAM,
-    _WORD,
-    MASK_FILE_SUFFIXES,
-    MAX_ELEMENTS,
-    NAMED_MASKS,
-    as_tensor,
-    is_named,
-    named_keep,
-    parse_named,
-)
+from .conventions import _WORD, MASK_FILE_SUFFIXES, MAX_ELEMENTS, as_tensor, is_named
+from .expectations import EXPECT_HELP
+from .expectations import parse as parse_expectation
 from .expressions import evaluate
 
 # ---- loading ----------------------------------------------------------------------------------------
@@ -181,14 +173,19 @@ def resolve(
     s = source.strip()
     if looks_like_file(s):
         return load_mask_file(s), "file"
-    if _PARAM.fullmatch(s.lower()):
-        parse_named(s)  # says why a window:W / prefix:P is refused (a 25-digit W), rather than "unknown mask"
     if is_named(s):
-        keep = named_keep(s, seq)
-        return (torch.ones(seq, seq, dtype=torch.bool) if keep is None else keep), "named"
-    if _WORD.fullmatch(s) and s != "attention_mask":  # a lone word can only be a misspelt name
-        raise MaskError(
-            f"unknown mask {s!r}: use one of {', '.join(NAMED_MASKS)}, a .npy/.npz/.pt file, or an expression "
-            "over seq such as torch.tril(torch.ones(seq, seq))"
-        )
+        exp = parse_expectation(s)
+        if exp.padding and attention_mask is not None:
+            return exp.keep(seq, attention_mask.bool())[:, None], "named"  # (batch, 1, q_pos, k_pos)
+        return exp.keep(seq), "named"
+    if _WORD.fullmatch(s) and s != "attention_mask":  # words joined by + can only be a misspelt expectation
+        try:
+            parse_expectation(s, what="mask")
+        except MaskError as err:
+            if "unknown mask" not in str(err):
+                raise
+            raise MaskError(
+                f"unknown mask {s!r}: use {EXPECT_HELP}, a .npy/.npz/.pt file, or an expression over seq such as "
+                "torch.tril(torch.ones(seq, seq))"
+            ) from None
     return evaluate(s, seq=seq, batch=batch, heads=heads, attention_mask=attention_mask), "expression"

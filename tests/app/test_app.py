@@ -79,3 +79,16 @@ def test_chinese_survives_reruns():
     at.sidebar.selectbox(key="mask_kind").set_value("causal").run()
     assert not at.exception
     assert at.session_state["mask"] == "causal"
+
+
+def test_sidebar_takes_a_composed_mask():
+    """The sidebar's mask picker speaks the same grammar as --mask and --expect; a bad one says why."""
+    at = app(mask="causal+window:2")
+    assert at.sidebar.selectbox(key="mask_kind").value == "composed"
+    assert at.session_state["mask"] == "causal+window:2" and not at.exception and not at.error
+    at.sidebar.text_input(key="mask_custom").set_value("causal + chunk:4").run()
+    assert at.session_state["mask"] == "causal+chunk:4" and not at.exception
+    at.sidebar.text_input(key="mask_custom").set_value("causal+windw:2").run()
+    assert at.session_state["mask"] == "bidirectional" and any("windw" in e.value for e in at.sidebar.error)
+    at.sidebar.selectbox(key="mask_kind").set_value("chunk").run()
+    assert at.session_state["mask"] == "chunk:4" and not at.exception

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from models.masks.checker import EXAMPLES, MESSAGES, check_mask
+from models.masks.checker import EXAMPLES, MESSAGES, check_mask, example_expect
 from ui.i18n import LOCALES, strings
 from viz.heatmap import head_heatmap
 from viz.overlays import AGREEMENT, add_mask_overlay, agreement, boundary_segments, mask_agreement
@@ -43,12 +43,24 @@ def test_every_example_has_a_label_and_a_lesson():
     assert set(strings("en")).issuperset(f"masks.agree.{k}" for k in AGREEMENT)
 
 
+# Each new mask kind's classic bug and the diagnosis it must get.
+NEW_KIND_BUGS = {
+    "bug_window_off_by_one": "diag.off_by_one",
+    "bug_chunk_boundary": "diag.chunk_shifted",
+    "bug_docs_neighbour": "diag.off_by_one",
+    "bug_padding_side": "diag.padding_wrong_side",
+}
+
+
 @pytest.mark.parametrize("key", list(EXAMPLES))
 def test_examples_get_the_verdict_they_teach(minilm, key):
-    expr, convention, expect, passes = EXAMPLES[key]
+    expr, convention, _, passes = EXAMPLES[key]
+    expect = example_expect(key, minilm.encode(SENTENCE).seq)
     texts = [SENTENCE, "Too tired."] if "padding" in expect else [SENTENCE]
     report = check_mask(minilm, texts, expr, convention, expect)
     assert report.ok == passes, report.text()
+    if key in NEW_KIND_BUGS:
+        assert [d.code for d in report.diagnosis] == [NEW_KIND_BUGS[key]], report.text()
     if not passes:
         assert (
             report.diagnosis or report.finding("convention").status == "fail" or report.finding("rows").status == "fail"

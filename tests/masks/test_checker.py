@@ -238,7 +238,9 @@ def test_bad_input(minilm):
         check_mask(minilm, SENTENCE, "__import__('os')", "keep", "causal")
 
 
-@pytest.mark.parametrize("spec", ["sideways", "window", "causal+window:2", "padding+padding", ""])
+@pytest.mark.parametrize(
+    "spec", ["sideways", "window", "causal+bidirectional", "padding+padding", "", "chunk:0", "docs:3,0", "causal+"]
+)
 def test_bad_expectations(spec):
     with pytest.raises(MaskError):
         parse_expect(spec)
