@@ -20,7 +20,7 @@ QUERY = "model=random%3Agpt2-tiny&text=The+cat+sat+on+the+mat.+The+cat+sat+on+th
 @pytest.mark.parametrize(
     "path,marker",
     [
-        ("explore", "lower-triangular"),
+        ("", "lower-triangular"),  # Explore is the default page, at the root
         ("heads", "induction"),
         ("masks", "Mask"),
         ("inside_head", "models/gpt2.py"),
@@ -38,7 +38,7 @@ def test_page_renders_a_decoder(app_url, chromium, path, marker):
     assert page.get_by_text("Traceback").count() == 0
     body = page.inner_text("section.main") if page.locator("section.main").count() else page.inner_text("body")
     assert "[CLS]" not in body or "decoder" in body  # only our notes that a decoder has none
-    page.screenshot(path=str(ARTIFACTS / f"decoder_{path}.png"))
+    page.screenshot(path=str(ARTIFACTS / f"decoder_{path or 'explore'}.png"))
     assert not [e for e in errors if "WebSocket" not in e], errors
     page.close()
 
