@@ -53,6 +53,8 @@ def test_generation_steps_through_the_cache(app_url, chromium):
     page.screenshot(path=str(ARTIFACTS / "decoder_generation.png"))
     page.goto(f"{app_url}/generation?{QUERY}&present=1&lang=zh")
     page.get_by_text("第 1 步", exact=False).first.wait_for(timeout=LOAD_MS)
+    page.wait_for_selector(".js-plotly-plot", timeout=LOAD_MS)  # the run is over: the shortcut is bound
+    page.wait_for_timeout(500)
     page.keyboard.press("ArrowRight")
     page.get_by_text("第 2 步", exact=False).first.wait_for(timeout=LOAD_MS)
     page.wait_for_timeout(1000)
