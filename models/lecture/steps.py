@@ -203,6 +203,74 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(torch.float32).cpu().numpy().copy()
 
 
+def _pack(
+    out: EncoderOutput,
+    layer: int,
+    hd: int,
+    i: int,
+    *,
+    tokens: list[str],
+    n_heads: int,
+    d_k: int,
+    steps: list[Step],
+    x: torch.Tensor,  # (1, seq, d_model): the layer's input
+    q_row: torch.Tensor,
+    q: torch.Tensor,  # q, k, v, context: (1, heads, seq, d_k)
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dots: torch.Tensor,  # dots, scores, unscaled, masked, probs: (1, heads, q_pos, k_pos)
+    scores: torch.Tensor,
+    unscaled: torch.Tensor,
+    keep_map: np.ndarray,  # (q_pos, k_pos) bool: the mask this layer applied
+    masked: torch.Tensor,
+    probs: torch.Tensor,
+    context: torch.Tensor,
+    merged: torch.Tensor,  # merged, output: (1, seq, d_model)
+    output: torch.Tensor,
+    w_o: torch.Tensor,  # (d_model, d_k): this head's columns of the output projection
+    errors: dict[str, float],
+    kind: str,
+) -> HeadSteps:
+    """Return the HeadSteps of head `hd`, query `i`, from one family's recomputed tensors; adds the per-tensor
+    differences from the encoder's own internals to `errors`."""
+    for name, ours in (("queries", q), ("keys", k), ("values", v), ("context", context)):
+        theirs = getattr(out, name)
+        if theirs is not None:
+            errors[name] = float((ours[0, hd] - theirs[layer, hd]).abs().max())
+    return HeadSteps(
+        layer=layer,
+        head=hd,
+        query=i,
+        tokens=tokens,
+        n_heads=n_heads,
+        d_model=int(x.shape[-1]),
+        d_k=d_k,
+        steps=steps,
+        x=_np(x[0]),
+        q_row=_np(q_row),
+        q=_np(q[0, hd]),
+        k=_np(k[0, hd]),
+        v=_np(v[0, hd]),
+        dots=_np(dots[0, hd, i]),
+        scores=_np(scores[0, hd, i]),
+        probs_unscaled=_np(unscaled[0, hd, i]),
+        keep=keep_map[i].copy(),
+        masked=_np(masked[0, hd, i]),
+        probs=_np(probs[0, hd, i]),
+        weighted=_np(probs[0, hd, i, :, None] * v[0, hd]),
+        context=_np(context[0, hd, i]),
+        merged=_np(merged[0, i]),
+        output=_np(output[0, i]),
+        head_share=_np(context[0, hd, i] @ w_o.T),
+        head_map=_np(probs[0, hd]),
+        keep_map=keep_map,
+        entropy=float(row_entropy(probs[0, hd, i])),
+        entropy_unscaled=float(row_entropy(unscaled[0, hd, i])),
+        errors=errors,
+        kind=kind,
+    )
+
+
 @torch.no_grad()
 def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, query: int) -> HeadSteps:
     """Return every tensor of `head` in `layer` for query position `query`, recomputed from the real internals.
@@ -261,40 +329,32 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
         "attention": float((probs[0, hd] - out.attentions[layer, hd]).abs().max()),
         "next_layer": float((next_input - out.layer_inputs[layer + 1]).abs().max()),
     }
-    for name, ours in (("queries", q), ("keys", k), ("values", v), ("context", context)):
-        theirs = getattr(out, name)
-        if theirs is not None:
-            errors[name] = float((ours[0, hd] - theirs[layer, hd]).abs().max())
-    return HeadSteps(
-        layer=layer,
-        head=hd,
-        query=i,
+    return _pack(
+        out,
+        layer,
+        hd,
+        i,
         tokens=list(out.tokens),
         n_heads=int(attn.n_heads),
-        d_model=int(C),
         d_k=int(attn.d_k),
         steps=[Step(key, shapes[key], AXES[key], CODE[key], SOURCE[key]) for key in STEP_KEYS],
-        x=_np(x[0]),
-        q_row=_np(q_row),
-        q=_np(q[0, hd]),
-        k=_np(k[0, hd]),
-        v=_np(v[0, hd]),
-        dots=_np(dots[0, hd, i]),
-        scores=_np(scores[0, hd, i]),
-        probs_unscaled=_np(unscaled[0, hd, i]),
-        keep=out.keep[i].numpy().astype(bool).copy(),
-        masked=_np(masked[0, hd, i]),
-        probs=_np(probs[0, hd, i]),
-        weighted=_np(probs[0, hd, i, :, None] * v[0, hd]),
-        context=_np(context[0, hd, i]),
-        merged=_np(merged[0, i]),
-        output=_np(output[0, i]),
-        head_share=_np(context[0, hd, i] @ W_o.weight[:, cols].T),
-        head_map=_np(probs[0, hd]),
+        x=x,
+        q_row=q_row,
+        q=q,
+        k=k,
+        v=v,
+        dots=dots,
+        scores=scores,
+        unscaled=unscaled,
         keep_map=out.keep.numpy().astype(bool).copy(),
-        entropy=float(row_entropy(probs[0, hd, i])),
-        entropy_unscaled=float(row_entropy(unscaled[0, hd, i])),
+        masked=masked,
+        probs=probs,
+        context=context,
+        merged=merged,
+        output=output,
+        w_o=W_o.weight[:, cols],
         errors=errors,
+        kind="encoder",
     )
 
 
@@ -346,40 +406,30 @@ def _decoder_head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: 
         "attention": float((probs[0, hd] - out.attentions[layer, hd]).abs().max()),
         "next_layer": float((next_input - out.layer_inputs[layer + 1]).abs().max()),
     }
-    for name, ours in (("queries", q), ("keys", k), ("values", v), ("context", context)):
-        theirs = getattr(out, name)
-        if theirs is not None:
-            errors[name] = float((ours[0, hd] - theirs[layer, hd]).abs().max())
-    keep_map = applied[0, 0].numpy().astype(bool).copy()
-    return HeadSteps(
-        layer=layer,
-        head=hd,
-        query=i,
+    return _pack(
+        out,
+        layer,
+        hd,
+        i,
         tokens=list(out.display_tokens or out.tokens),
         n_heads=int(attn.n_heads),
-        d_model=int(C),
         d_k=int(attn.d_k),
         steps=[Step(key, shapes[key], AXES[key], DECODER_CODE[key], DECODER_SOURCE[key]) for key in STEP_KEYS],
-        x=_np(x[0]),
-        q_row=_np(q_row),
-        q=_np(q[0, hd]),
-        k=_np(k[0, hd]),
-        v=_np(v[0, hd]),
-        dots=_np(dots[0, hd, i]),
-        scores=_np(scores[0, hd, i]),
-        probs_unscaled=_np(unscaled[0, hd, i]),
-        keep=keep_map[i].copy(),
-        masked=_np(masked[0, hd, i]),
-        probs=_np(probs[0, hd, i]),
-        weighted=_np(probs[0, hd, i, :, None] * v[0, hd]),
-        context=_np(context[0, hd, i]),
-        merged=_np(merged[0, i]),
-        output=_np(output[0, i]),
-        head_share=_np(context[0, hd, i] @ attn.c_proj.weight[:, cols].T),
-        head_map=_np(probs[0, hd]),
-        keep_map=keep_map,
-        entropy=float(row_entropy(probs[0, hd, i])),
-        entropy_unscaled=float(row_entropy(unscaled[0, hd, i])),
+        x=x,
+        q_row=q_row,
+        q=q,
+        k=k,
+        v=v,
+        dots=dots,
+        scores=scores,
+        unscaled=unscaled,
+        keep_map=applied[0, 0].numpy().astype(bool).copy(),
+        masked=masked,
+        probs=probs,
+        context=context,
+        merged=merged,
+        output=output,
+        w_o=attn.c_proj.weight[:, cols],
         errors=errors,
         kind="decoder",
     )
