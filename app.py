@@ -5,11 +5,12 @@ This file wires the shared sidebar and the pages together; it computes nothing i
 
 import streamlit as st
 
-from ui import debug, presentation, sidebar, state
+from ui import debug, presentation, runtime, sidebar, state
 from ui.state import t
 
 st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
 debug.script_run()
+runtime.settle_once("the app's imports")  # see ui/runtime.py: the collection after each run skips them
 state.init()
 
 PAGES = [

@@ -34,6 +34,7 @@ from urllib.parse import quote
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import ui  # noqa: E402,F401  # before torch: the encode measured here runs with the server's OpenMP settings
 
 WORDS = (
     "the model looks at every token and weighs how much each other token matters here while a lecturer "

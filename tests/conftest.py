@@ -136,3 +136,15 @@ def chromium():
 
     with browser() as b:
         yield b
+
+
+@pytest.fixture(autouse=True)
+def _unfreeze_gc():
+    """Undo ui.runtime's gc.freeze() after each test: the app (AppTest) freezes what this process holds, and a
+    frozen object that later becomes garbage in a cycle would never be collected in a process that runs hundreds
+    of tests. A server freezes only long-lived things; see ui/runtime.py."""
+    import gc
+
+    yield
+    if gc.get_freeze_count():
+        gc.unfreeze()

@@ -11,7 +11,7 @@ import streamlit as st
 
 from models import Encoder, EncoderOutput, load_encoder, spec_kind
 
-from . import debug, results, slots
+from . import debug, results, runtime, slots
 from .state import Selection
 
 
@@ -19,7 +19,9 @@ from .state import Selection
 def encoder(spec: str, device: str, dtype: str) -> Encoder:
     """Return the loaded model (errors are not cached: a fixed spec is retried)."""
     with slots.heavy():
-        return load_encoder(spec, device=device, dtype=dtype)
+        enc = load_encoder(spec, device=device, dtype=dtype)
+    runtime.settle("loading a model")  # its modules and parameters live as long as the cache keeps it
+    return enc
 
 
 @st.cache_data(show_spinner=False, max_entries=32, ttl=600)

@@ -1,0 +1,73 @@
+"""What the server process costs besides the work asked of it: OpenMP threads spinning, full garbage collections.
+
+**Spinning.** torch's CPU kernels run on OpenMP threads, and libgomp, by default, keeps each helper thread
+spinning for ~300,000 iterations after a parallel region (~10 ms of a core on the 2-core machine) in case another
+region follows at once. In an encode they do follow at once; in a script run they are separated by Python work
+(figures, PNG, widgets), and the helpers spun through most of it: with two torch threads the server spent 360 ms of
+CPU per typed text instead of 200 (`bench/serve.py`, bundled model, 128 tokens). `before_torch()` caps the spin at
+10,000 iterations (~0.3 ms): the encode itself is as fast (its regions follow each other within that), and the cores
+go back to other sessions between them. It must run before torch is first imported (libgomp reads its settings
+once, when it loads): `ui/__init__.py` calls it. A value set in the environment (`GOMP_SPINCOUNT`, or
+`OMP_WAIT_POLICY`) is left as it is.
+
+**Garbage collection.** Streamlit runs a full garbage collection, `gc.collect(2)`, after every script run (its `runner.postScriptGC`
+option), so that what a run leaves in reference cycles goes at once. A full collection walks every object the
+process tracks, and with torch, transformers, plotly and Streamlit imported and a model loaded that is ~430,000
+objects: 210 ms of CPU after every run on the 2-core machine — four times the encode of a 128-token text on the
+bundled model, and half of everything the server spent on a typed text (py-spy on the running server,
+`bench/serve.py`). Nearly all of those objects live as long as the process: modules, classes, functions, the
+loaded models' modules and parameters.
+
+`settle()` collects once and then freezes what is left (`gc.freeze()`): those objects move to a permanent
+generation that collections skip, so the collection after a run walks only what was made since (well under 1 ms
+instead of 210). What a run makes is still collected after the run, as before.
+
+What freezing costs: an object frozen here that later becomes unreachable *inside a reference cycle* is never
+freed by the cycle collector. Objects freed by reference counting — a model or an encoder result evicted from a
+cache: no cycles, `tests/app/test_runtime.py` checks it — are freed as always. So `settle()` runs only when the
+process has just made long-lived things: once after the app's imports, and after each model load.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+
+from . import debug
+
+_lock = threading.Lock()
+_settled = False
+SPIN_COUNT = "10000"  # libgomp's spin iterations before a helper thread sleeps (its default: 300,000)
+
+
+def before_torch() -> None:
+    """Cap OpenMP's spin-waiting (see the module's docstring); call before torch is imported."""
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
+
+
+def settle(why: str) -> None:
+    """Collect, then freeze every object the process has now (see the module's docstring)."""
+    with _lock:
+        t0 = time.perf_counter()
+        gc.collect()  # garbage first: anything frozen in a cycle would stay for good
+        gc.freeze()
+        if debug.ENABLED:
+            debug.log.debug(
+                "gc settled after %s: %d objects frozen in %.0f ms",
+                why,
+                gc.get_freeze_count(),
+                1e3 * (time.perf_counter() - t0),
+            )
+
+
+def settle_once(why: str) -> None:
+    """Settle the first time a process calls this (the app's imports done); do nothing afterwards."""
+    global _settled
+    with _lock:
+        if _settled:
+            return
+        _settled = True
+    settle(why)
