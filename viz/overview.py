@@ -8,6 +8,7 @@ longer than a tile, so 512 tokens × 144 heads stays a few hundred kilobytes.
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
 from dataclasses import dataclass
@@ -32,8 +33,26 @@ SCALES = ("sqrt", "map")  # colour ∝ √weight shared by all tiles, or each ti
 
 def colour_table(colorscale: str = COLORSCALE, levels: int = LEVELS) -> np.ndarray:
     """Return (levels, 3) uint8 RGB: the plotly colour scale sampled at `levels` evenly spaced points."""
+    return _colour_table(colorscale, levels).copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _colour_table(colorscale: str, levels: int) -> np.ndarray:
+    # Sampling a plotly colour scale is slow pure Python (~1 ms): once per scale, not once per mosaic.
     samples = sample_colorscale(get_colorscale(colorscale), np.linspace(0.0, 1.0, levels).tolist(), colortype="tuple")
-    return np.clip(np.round(np.asarray(samples) * 255.0), 0, 255).astype(np.uint8)
+    table = np.clip(np.round(np.asarray(samples) * 255.0), 0, 255).astype(np.uint8)
+    table.flags.writeable = False
+    return table
+
+
+@functools.lru_cache(maxsize=16)
+def _palette(colorscale: str) -> list[int]:
+    """Return the PNG palette, 256 RGB entries flattened: the colour levels, then hidden cells and gaps."""
+    palette = np.zeros((256, 3), dtype=np.uint8)
+    palette[:LEVELS] = _colour_table(colorscale, LEVELS)
+    palette[MASKED_INDEX] = MASKED_RGB
+    palette[GAP_INDEX] = GAP_RGB
+    return palette.reshape(-1).tolist()
 
 
 def downsample_factor(n_q: int, n_k: int, max_tile: int) -> int:
@@ -136,12 +155,17 @@ def render_mosaic(
     factor = downsample_factor(q, k, max_tile)
     pooled = pool_max(attn, factor)  # (L, H, qb, kb)
     qb, kb = pooled.shape[-2:]
+    # One float buffer, worked on in place (the maps can be 10⁷ values: every temporary is a pass over memory).
     if scale == "sqrt":
-        level = np.sqrt(np.clip(pooled, 0.0, 1.0))
+        level = np.clip(pooled, 0.0, 1.0)  # a new array: the maps themselves are never written
+        np.sqrt(level, out=level)
     else:
         top = pooled.max(axis=(-2, -1), keepdims=True)
-        level = np.clip(pooled / np.where(top > 0, top, 1.0), 0.0, 1.0)
-    index = np.rint(level * (LEVELS - 1)).astype(np.uint8)
+        level = pooled / np.where(top > 0, top, 1.0)
+        np.clip(level, 0.0, 1.0, out=level)
+    level *= LEVELS - 1
+    np.rint(level, out=level)
+    index = level.astype(np.uint8)
     if keep is not None:
         keep = np.asarray(keep, dtype=bool)
         if keep.shape != (q, k):
@@ -153,18 +177,14 @@ def render_mosaic(
     if upscale > 1:
         index = index.repeat(upscale, axis=-2).repeat(upscale, axis=-1)
     th, tw = index.shape[-2:]
-    # Pad each tile with the gap on its right and bottom, then lay tiles out as a (layers, heads) grid.
-    tiles = np.pad(index, [(0, 0), (0, 0), (0, gap), (0, gap)], constant_values=GAP_INDEX)
-    canvas = tiles.transpose(0, 2, 1, 3).reshape(L * (th + gap), H * (tw + gap))[
-        : L * (th + gap) - gap, : H * (tw + gap) - gap
-    ]
+    # Lay the tiles out as a (layers, heads) grid with a gap right of and below each: one canvas filled with the
+    # gap colour, every tile copied into its place once (np.pad then a transposed copy passed over it twice).
+    grid = np.full((L, th + gap, H, tw + gap), GAP_INDEX, dtype=np.uint8)
+    grid[:, :th, :, :tw] = index.transpose(0, 2, 1, 3)
+    canvas = grid.reshape(L * (th + gap), H * (tw + gap))[: L * (th + gap) - gap, : H * (tw + gap) - gap]
 
-    palette = np.zeros((256, 3), dtype=np.uint8)
-    palette[:LEVELS] = colour_table(colorscale, LEVELS)
-    palette[MASKED_INDEX] = MASKED_RGB
-    palette[GAP_INDEX] = GAP_RGB
     img = Image.fromarray(np.ascontiguousarray(canvas), mode="P")
-    img.putpalette(palette.reshape(-1).tolist())
+    img.putpalette(_palette(colorscale))
     buf = io.BytesIO()
     # zlib level 1: ~4× faster than the default 6 for ~20 % more bytes (128 tokens: 80 ms instead of 350 ms on a
     # busy 2-core machine, 0.55 instead of 0.45 bytes per value). The server encodes one per new text.
@@ -202,39 +222,28 @@ def overview_figure(
     xs = [c[0][0] for c in centers]
     ys = [c[0][1] for c in centers]
     custom = [[c[1], c[2]] for c in centers]
-    fig = go.Figure()
-    fig.add_trace(go.Image(source=mosaic.data_uri, x0=0, y0=0, dx=1, dy=1, hoverinfo="skip", name="overview"))
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            customdata=custom,
-            mode="markers",
-            hovertemplate=hover,
-            showlegend=False,
-            name="heads",
-            marker=dict(size=max(6, min(mosaic.tile_w, 40)), symbol="square", opacity=0.0, color="black"),
-        )
-    )
     head_ticks = [mosaic.tile_center(0, h)[0] for h in range(mosaic.heads)]
     layer_ticks = [mosaic.tile_center(layer, 0)[1] for layer in range(mosaic.layers)]
+    shapes: list[dict[str, object]] = []
     if selected is not None:
         layer, head = selected
         if 0 <= layer < mosaic.layers and 0 <= head < mosaic.heads:
             x0 = head * (mosaic.tile_w + mosaic.gap) - 0.5
             y0 = layer * (mosaic.tile_h + mosaic.gap) - 0.5
-            fig.add_shape(
-                type="rect",
-                x0=x0 - 1,
-                y0=y0 - 1,
-                x1=x0 + mosaic.tile_w + 1,
-                y1=y0 + mosaic.tile_h + 1,
-                line=dict(color=SELECTED, width=3),
-                layer="above",
+            shapes.append(
+                dict(
+                    type="rect",
+                    x0=x0 - 1,
+                    y0=y0 - 1,
+                    x1=x0 + mosaic.tile_w + 1,
+                    y1=y0 + mosaic.tile_h + 1,
+                    line=dict(color=SELECTED, width=3),
+                    layer="above",
+                )
             )
     aspect = mosaic.height / max(1, mosaic.width)
     top = 64 if title else 34
-    fig.update_layout(
+    layout: dict[str, object] = dict(
         title=dict(text=title, y=0.99, yanchor="top", x=0.0, xanchor="left") if title else None,
         xaxis=dict(
             tickmode="array",
@@ -263,4 +272,24 @@ def overview_figure(
         dragmode=False,
         plot_bgcolor="white",
     )
-    return fig
+    if shapes:
+        layout["shapes"] = shapes
+    # One constructor call with everything: building the figure step by step (add_trace, add_shape, then
+    # update_layout) sent every key through plotly's update machinery and cost ~5× as much (13 ms against 2.5 ms
+    # on the 2-core machine, once per typed text), for the same figure.
+    return go.Figure(
+        data=[
+            go.Image(source=mosaic.data_uri, x0=0, y0=0, dx=1, dy=1, hoverinfo="skip", name="overview"),
+            go.Scatter(
+                x=xs,
+                y=ys,
+                customdata=custom,
+                mode="markers",
+                hovertemplate=hover,
+                showlegend=False,
+                name="heads",
+                marker=dict(size=max(6, min(mosaic.tile_w, 40)), symbol="square", opacity=0.0, color="black"),
+            ),
+        ],
+        layout=layout,
+    )

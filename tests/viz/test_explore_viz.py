@@ -18,7 +18,7 @@ from viz.heatmap import HOVER_TOKENS_MAX, LOG_FLOOR, add_segment_lines, head_hea
 from viz.layer import layer_figure
 from viz.lines import line_segments, lines_figure
 from viz.overview import GAP_INDEX, LEVELS, MASKED_INDEX, overview_figure, pool_max, render_mosaic
-from viz.select import narrow, part_of, renormalise
+from viz.select import Part, narrow, part_of, renormalise
 
 WORDS = "the model looks at every token and weighs how much each other token matters here . " * 60
 
@@ -229,6 +229,31 @@ def test_heatmap_shape_errors():
 
 
 # ---- pairs, hiding, windows ---------------------------------------------------------------------------
+
+
+def test_cut_is_a_read_only_view_for_runs_and_a_copy_otherwise():
+    rng = np.random.default_rng(0)
+    maps = rng.random((2, 3, 7, 7)).astype(np.float32)
+    cases = [
+        (np.arange(7), np.arange(7)),  # everything
+        (np.arange(2, 5), np.arange(0, 3)),  # a part or a window
+        (np.array([1, 2, 4]), np.arange(7)),  # [SEP] in the middle hidden: not a run
+        (np.arange(7), np.array([0, 6])),
+        (np.array([3]), np.array([5])),
+        (np.array([2, 1]), np.arange(2)),  # decreasing: not a run
+    ]
+    for rows, cols in cases:
+        got = Part(rows, cols).cut(maps)
+        np.testing.assert_array_equal(got, maps[..., rows[:, None], cols[None, :]])
+        consecutive = all(len(i) and (np.diff(i) == 1).all() for i in (rows, cols))
+        assert np.shares_memory(got, maps) == consecutive
+        if consecutive:
+            assert not got.flags.writeable  # shared cached maps cannot be changed through it
+            with pytest.raises(ValueError):
+                got[..., 0, 0] = 1.0
+    assert maps.flags.writeable  # the maps themselves are untouched
+    empty = Part(np.array([], dtype=int), np.arange(3)).cut(maps)
+    assert empty.shape == (2, 3, 0, 3)
 
 
 def test_pair_filters():
