@@ -33,7 +33,7 @@ import numpy as np
 
 from . import settings
 from .errors import InputError
-from .files import read_user_file
+from .files import NpyHeader, NpyHeaderError, read_npy_header, read_user_file
 
 ROW_SUM_TOL = 1e-3  # rows further than this from 1 get a warning (masked or renormalised maps are legitimate)
 SUFFIXES = (".npz", ".npy", ".json", ".safetensors", ".pt", ".pth", ".bin")
@@ -477,28 +477,26 @@ def _named(get: Any, keys: Sequence[str], label: str) -> Any:
     return [get(f"attentions.{i}") for i in numbered]
 
 
-def _npy_header(f: Any, label: str, member: str) -> tuple[tuple[int, ...], np.dtype]:
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-    elif version in ((2, 0), (3, 0)):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    else:
-        raise AttentionFileError(f"{label}: {member} has an unknown .npy version {version}")
-    if dtype.hasobject:
-        raise AttentionFileError(
-            f"{label}: {member} holds Python objects, which need pickle to load; they are refused. Save tokens as a "
-            "string array (np.array(tokens, dtype=str))"
-        )
-    return tuple(shape), dtype
+def _npy_header(f: Any, label: str, member: str, max_bytes: int | None = None) -> NpyHeader:
+    """Return a .npy stream's header (files.read_npy_header), its refusals worded for attention files."""
+    try:
+        return read_npy_header(f, max_bytes)
+    except NpyHeaderError as err:
+        if err.reason == "version":
+            raise AttentionFileError(f"{label}: {member} has an unknown .npy version {err.version}") from None
+        if err.reason == "objects":
+            raise AttentionFileError(
+                f"{label}: {member} holds Python objects, which need pickle to load; they are refused. Save tokens "
+                "as a string array (np.array(tokens, dtype=str))"
+            ) from None
+        assert err.header is not None and max_bytes is not None  # a size refusal has both
+        what = f"{label} ({member}, {err.header.shape} {err.header.dtype})"
+        raise AttentionFileError(_file_too_big(what, err.header.nbytes, max_bytes)) from None
 
 
 def _npy(f: Any, label: str, max_bytes: int, member: str = "the array") -> np.ndarray:
     start = f.tell()
-    shape, dtype = _npy_header(f, label, member)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if nbytes > max_bytes:
-        raise AttentionFileError(_file_too_big(f"{label} ({member}, {shape} {dtype})", nbytes, max_bytes))
+    _npy_header(f, label, member, max_bytes)
     f.seek(start)
     return np.lib.format.read_array(f, allow_pickle=False)
 
@@ -514,8 +512,7 @@ def _from_npz(data: bytes, label: str, max_bytes: int) -> dict[str, Any]:
         total = 0
         for key, member in members.items():
             with z.open(member) as f:
-                shape, dtype = _npy_header(f, label, key)
-            total += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                total += _npy_header(f, label, key).nbytes
         if total > max_bytes:
             raise AttentionFileError(_file_too_big(f"{label} (inflated)", total, max_bytes))
 

@@ -1,14 +1,20 @@
 """Reading a user's file (a corpus, a mask, an attention file): regular files only, within the upload budget.
 
 A device (/dev/zero), a FIFO or a folder is refused before anything is read, so nothing blocks or reads forever;
-a file over ATTENTION_LENS_MAX_UPLOAD_MB is refused from its size, before its bytes are read.
+a file over ATTENTION_LENS_MAX_UPLOAD_MB is refused from its size, before its bytes are read. A .npy array (alone
+or as an .npz member) is judged from its header (`read_npy_header`) before its data is read, never unpickled.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Literal
+
+import numpy as np
 
 from .errors import BudgetError, InputError
 from .settings import current, over_budget
@@ -44,3 +50,69 @@ def read_user_file(path: str | os.PathLike[str], what: str = "file") -> bytes:
     if len(data) > cap:
         raise BudgetError(over_budget("max_upload_mb", round(len(data) / 2**20, 1), f"{what} {p}"))
     return data
+
+
+# ---- .npy headers -------------------------------------------------------------------------------------------
+
+NPY_VERSIONS = ((1, 0), (2, 0), (3, 0))  # what np.save writes
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    """What a .npy header declares: its format version, the array's shape and dtype."""
+
+    version: tuple[int, int]
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """The declared size of the data, in Python ints (a lying shape cannot wrap around to a small number)."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+class NpyHeaderError(InputError):
+    """A .npy header refused before its data is read. `reason` says why (`version`: not one np.save writes;
+    `objects`: a dtype holding Python objects, which only pickle can load; `size`: over the caller's budget) and
+    `header` holds what was declared (None for an unknown version), so a caller can word it for its own users."""
+
+    def __init__(
+        self,
+        reason: Literal["version", "objects", "size"],
+        message: str,
+        version: tuple[int, int],
+        header: NpyHeader | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.version = version
+        self.header = header
+
+
+def read_npy_header(f: IO[bytes], max_bytes: int | None = None) -> NpyHeader:
+    """Return the header of the .npy stream `f`, leaving `f` at the start of the data, none of which is read.
+
+    NpyHeaderError refuses an unknown version, a dtype that holds Python objects and, when `max_bytes` is given,
+    a declared size over it. Bytes that are not a .npy header raise numpy's own ValueError (or the stream's
+    EOFError / OSError) unchanged: callers decide how to word a damaged file.
+    """
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version in NPY_VERSIONS:
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise NpyHeaderError("version", f"unknown .npy version {version}", version)
+    header = NpyHeader(version, tuple(int(n) for n in shape), dtype)
+    if dtype.hasobject:
+        raise NpyHeaderError(
+            "objects", "the array holds Python objects, which need pickle to load; they are refused", version, header
+        )
+    if max_bytes is not None and header.nbytes > max_bytes:
+        raise NpyHeaderError(
+            "size",
+            f"the array declares {header.shape} {dtype}: {header.nbytes:,} bytes, over the limit of {max_bytes:,}",
+            version,
+            header,
+        )
+    return header

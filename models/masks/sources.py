@@ -16,7 +16,7 @@ import torch
 
 from .. import settings
 from ..errors import MaskError
-from ..files import read_user_file
+from ..files import NpyHeaderError, read_npy_header, read_user_file
 from .conventions import _WORD, MASK_FILE_SUFFIXES, MAX_ELEMENTS, as_tensor, is_named
 from .expectations import EXPECT_HELP
 from .expectations import parse as parse_expectation
@@ -36,19 +36,19 @@ def _pick(named: dict, what: str) -> object:
 def _npy_header(f: IO[bytes], name: str) -> tuple[tuple[int, ...], np.dtype]:
     """Return (shape, dtype) from a .npy header, refusing object arrays and sizes over the budgets before the data."""
     try:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-        else:
-            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        header = read_npy_header(f)
+    except NpyHeaderError as err:
+        if err.reason == "objects":
+            raise MaskError(
+                f"{name} holds Python objects, which are never unpickled: save a plain bool/int/float array"
+            ) from None
+        raise MaskError(f"{name} is not a readable .npy file: {err}") from None
     except (ValueError, OSError, EOFError) as err:
         raise MaskError(
             f"{name} is not a readable .npy file: {str(err).splitlines()[0] if str(err) else 'bad header'}"
         ) from None
-    if dtype.hasobject:
-        raise MaskError(f"{name} holds Python objects, which are never unpickled: save a plain bool/int/float array")
-    _check_shape(tuple(shape), name, dtype.itemsize)
-    return tuple(shape), dtype
+    _check_shape(header.shape, name, header.dtype.itemsize)
+    return header.shape, header.dtype
 
 
 def _check_shape(shape: tuple[int, ...], name: str, itemsize: int) -> None:
