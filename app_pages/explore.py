@@ -26,7 +26,7 @@ from viz.layer import layer_figure
 from viz.lines import lines_figure
 from viz.overlays import add_mask_overlay
 from viz.overview import Mosaic, overview_figure, render_mosaic
-from viz.select import PARTS, Part, narrow, part_of, renormalise
+from viz.select import PARTS, SPECIALS, Part, narrow, part_of, renormalise
 
 Maps = EncoderOutput | AttentionMaps  # a model's output or an attention file's maps: the same names
 
@@ -155,8 +155,8 @@ def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer
 def _head_options(out: Maps) -> tuple[bool, bool, bool, tuple[int, int]]:
     n = max(np.shape(out.attentions)[-2:])  # the window runs over positions on both axes
     a, b, c = st.columns(3)
-    if out.kind == "decoder":  # no [CLS]/[SEP] to hide
-        hide = renorm = False
+    if SPECIALS.isdisjoint(out.tokens) and SPECIALS.isdisjoint(source.key_tokens(out)):
+        hide = renorm = False  # no [CLS]/[SEP] to hide: a decoder (GPT-2), or a file from a model without them
     else:
         hide = a.toggle(t("explore.hide_special"), key="hide_special", help=t("explore.hide_special_help"))
         renorm = b.toggle(

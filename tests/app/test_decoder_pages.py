@@ -52,6 +52,13 @@ def test_every_page_renders_a_decoder(page, lang):
         assert chart_specs(at), "no figure"
 
 
+def test_head_view_of_a_decoder_offers_no_cls_sep_toggle():
+    at = open_page("explore", view="head", layer="1", head="0")
+    assert not at.exception and not at.error
+    toggles = [w.key for w in at.toggle]
+    assert "log_colour" in toggles and "hide_special" not in toggles and "renormalise" not in toggles
+
+
 def test_heads_page_labels_a_decoders_heads():
     at = open_page("heads", text="The cat sat on the mat. The cat sat on the mat.")
     shown = "\n".join(texts(at))

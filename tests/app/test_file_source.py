@@ -102,6 +102,22 @@ def test_cross_attention_file_q7_k11_has_queries_on_rows_and_keys_on_columns():
             assert any(expect_info in i.value for i in at.info)
 
 
+def test_hide_cls_sep_is_offered_only_when_the_files_tokens_have_them():
+    plain = ["the", "cat", "sat", "on", "mat"]  # a file from a model without [CLS]/[SEP] (GPT-2, T5, …)
+    at = with_file(npz(attentions=REF, tokens=np.array(plain)), "plain.npz", view="head", layer=1, head=2)
+    assert not at.exception and not at.error
+    assert head_chart(at)["layout"]["yaxis"]["ticktext"] == plain
+    toggles = [w.key for w in at.toggle]
+    assert "log_colour" in toggles
+    assert "hide_special" not in toggles and "renormalise" not in toggles  # nothing to hide, nothing to rescale
+
+    at = with_file(npz(attentions=REF, tokens=np.array(TOKENS)), "bert.npz", view="head", layer=1, head=2)
+    assert {"hide_special", "renormalise"} <= {w.key for w in at.toggle}
+    at.toggle(key="hide_special").set_value(True).run()
+    assert not at.exception and not at.error
+    assert head_chart(at)["layout"]["yaxis"]["ticktext"] == ["the", "cat", "sat"]
+
+
 def test_heads_page_works_from_a_file_and_says_importance_needs_a_model():
     at = with_file(CROSS_FILE, "cross.npz", page="app_pages/heads.py")
     assert not at.exception and not at.error
