@@ -26,7 +26,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--top-k", type=int, default=None, help="sample from the K most likely tokens (greedy without it)")
     p.add_argument("--seed", type=int, default=0, help="seed of top-k sampling (default 0)")
-    p.add_argument("--json", action="store_true", help="print {prompt_tokens, generated_tokens, text} as JSON")
+    p.add_argument("--json", action="store_true", help="print {prompt_tokens, generated_tokens, text, stop} as JSON")
     p.add_argument(
         "--out", default=None, help="write tokens, rows (steps, layers, heads, max_len) and lengths to FILE.npz"
     )
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         )
     n = len(g.prompt_ids)
     if args.json:
-        print(json.dumps({"prompt_tokens": g.tokens[:n], "generated_tokens": g.tokens[n:], "text": g.text}))
+        doc = {"prompt_tokens": g.tokens[:n], "generated_tokens": g.tokens[n:], "text": g.text, "stop": g.stop}
+        print(json.dumps(doc))
     else:
         print(args.prompt.strip())
         print(g.text)

@@ -11,6 +11,9 @@ cache, and the measured peak of the step. `check=True` runs the whole sequence o
 compares each step's rows with the same rows of that full forward pass (they must agree to 1e-5).
 
 Step s's logits choose generated token s, so N steps give N new tokens; step s's row covers keys 0 … P + s − 1.
+Generation ends at the first of: the tokens asked for ("budget"), the model's last position ("positions"), or the
+tokenizer's end-of-text token chosen by a step ("end_of_text": that token is the last generated one); the result's
+`stop` says which.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Literal
 
 import numpy as np
 import torch
@@ -34,6 +38,7 @@ from .memory import _peak_rss_bytes, _reset_peak_rss, _rss_bytes, kv_cache_bytes
 
 ROW_TOL = 1e-5  # a cached step's row against the full forward's row
 TOP = 5  # candidates shown per step
+Stop = Literal["budget", "positions", "end_of_text"]  # why generation ended (see the module docstring)
 
 
 @dataclass
@@ -60,13 +65,14 @@ class Generation:
     generated_ids: list[int]
     tokens: list[str]  # raw, prompt and generated
     display: list[str]  # readable
-    text: str  # the generated text alone
+    text: str  # the generated text alone (without a final end-of-text token)
     steps: list[GenStep]
     top_k: int | None
     seed: int
     notes: list[str] = field(default_factory=list)
     top_tokens: list[list[str]] = field(default_factory=list)  # readable forms of each step's `top` ids
     max_row_error: float | None = None  # over every step, after check
+    stop: Stop = "budget"  # why it ended: the tokens asked for, the model's positions, or its end-of-text token
 
     @property
     def max_len(self) -> int:
@@ -129,7 +135,8 @@ def generate(
     """Return `n_tokens` generated after `prompt`, step by step with our KV cache (see the module docstring).
 
     Greedy unless top_k (≥ 1) is given; top-k draws with a generator seeded with `seed`. Stops early, with a
-    note, when the model's positions run out. InputError for a non-decoder, an empty prompt or a bad count;
+    note and `stop` saying why, when the model's positions run out or a step chooses the tokenizer's end-of-text
+    token (tokenizer.eos_token_id, when it has one). InputError for a non-decoder, an empty prompt or a bad count;
     BudgetError above ATTENTION_LENS_MAX_GENERATE tokens.
     """
     if not encoder.is_decoder:
@@ -146,11 +153,9 @@ def generate(
     limit = encoder.config.max_positions
     if len(ids) >= limit:
         raise InputError(f"the prompt has {len(ids)} tokens; this model has {limit} positions, none left to generate")
-    notes = []
-    n = n_tokens
-    if len(ids) + n > limit:
-        n = limit - len(ids)
-        notes.append(f"stopped after {n} of {n_tokens} tokens: the model has {limit} positions")
+    n = min(n_tokens, limit - len(ids))
+    stop: Stop = "budget" if n == n_tokens else "positions"
+    eos = getattr(encoder.tokenizer, "eos_token_id", None)
 
     model, dev = encoder.model, encoder.device
     assert isinstance(model, GPT2Model)  # is_decoder said so
@@ -186,18 +191,30 @@ def generate(
             )
         )
         generated.append(chosen)
+        if chosen == eos:
+            stop = "end_of_text"
+            break
         fed = [chosen]
+    notes: list[str] = []
+    if stop == "positions":
+        notes.append(f"stopped after {n} of {n_tokens} tokens: the model has {limit} positions")
+    elif stop == "end_of_text":
+        notes.append(
+            f"stopped after {len(generated)} of {n_tokens} tokens: the model chose its end-of-text token "
+            f"{encoder.tokenizer.convert_ids_to_tokens(eos)!r}"
+        )
 
     result = Generation(
         prompt_ids=list(ids),
         generated_ids=generated,
         tokens=encoder.tokenizer.convert_ids_to_tokens([*ids, *generated]),
         display=[],
-        text=encoder.tokenizer.decode(generated),
+        text=encoder.tokenizer.decode(generated[:-1] if stop == "end_of_text" else generated),
         steps=steps,
         top_k=top_k,
         seed=seed,
         notes=notes,
+        stop=stop,
     )
     result.display = display_tokens(result.tokens, byte_level=True)
     result.top_tokens = [

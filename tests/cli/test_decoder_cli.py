@@ -60,7 +60,7 @@ def test_generate_text_json_and_npz(tmp_path, capsys):
     args = ["generate", "--model", "random:gpt2-tiny", "--prompt", "The cat", "--tokens", "4", "--top-k", "3"]
     assert main([*args, "--seed", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"prompt_tokens", "generated_tokens", "text"}
+    assert set(doc) == {"prompt_tokens", "generated_tokens", "text", "stop"} and doc["stop"] == "budget"
     assert len(doc["generated_tokens"]) == 4 and doc["prompt_tokens"][0] == "The"
     out = tmp_path / "g.npz"
     assert main([*args, "--seed", "1", "--out", str(out)]) == 0

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from models import load_model
 from models.errors import BudgetError, InputError
 from models.lecture.generate import ROW_TOL, check_rows, generate
 
@@ -13,6 +14,7 @@ from models.lecture.generate import ROW_TOL, check_rows, generate
 def test_cached_rows_equal_the_full_forward(gpt2_tiny):
     g = generate(gpt2_tiny, "The cat sat on the mat.", 12)
     assert len(g.generated_ids) == len(g.steps) == 12
+    assert g.stop == "budget" and not g.notes
     assert g.max_row_error is not None and g.max_row_error <= ROW_TOL
     P = len(g.prompt_ids)
     for s, step in enumerate(g.steps):
@@ -60,6 +62,35 @@ def test_stops_at_the_models_positions(gpt2_tiny, monkeypatch):
     g = generate(gpt2_tiny, "The cat sat", 50, check=False)
     assert len(g.prompt_ids) + len(g.generated_ids) == 8
     assert g.notes and "positions" in g.notes[0]
+    assert g.stop == "positions"
+
+
+def test_stops_where_the_model_chooses_its_end_of_text_token(gpt2_tiny_dir):
+    """A GPT-2 folder whose tied LM head is edited so that greedy step K (and no step before it) chooses eos."""
+    dec = load_model(str(gpt2_tiny_dir), device="cpu")  # a fresh copy: its weights are edited below
+    eos, K = dec.tokenizer.eos_token_id, 3
+    plain = generate(dec, "The cat sat", 8, check=False)
+    assert eos not in plain.generated_ids and plain.stop == "budget"
+    # The newest position's hidden state at steps 0…K (the logits are wte · h): make eos's row orthogonal to
+    # h_0…h_{K−1} and along h_K. Steps before K keep their choice (eos scores 0 there); step K picks eos. Only
+    # the LM head's eos row changes: eos is never fed before step K, so nothing else moves.
+    P = len(plain.prompt_ids)
+    with torch.inference_mode():
+        seq = torch.tensor([[*plain.prompt_ids, *plain.generated_ids[:K]]])
+        h = dec.model(seq).last_hidden[0, P - 1 : P + K]  # (K + 1, d_model)
+        q, _ = torch.linalg.qr(h[:K].T)  # orthonormal basis of h_0…h_{K−1}
+        v = h[K] - q @ (q.T @ h[K])
+        dec.model.wte.weight[eos] = 1e3 * v / v.norm()
+
+    g = generate(dec, "The cat sat", 8)
+    assert g.generated_ids == [*plain.generated_ids[:K], eos]
+    assert len(g.steps) == K + 1 and g.steps[-1].chosen == eos
+    assert g.stop == "end_of_text"
+    assert g.notes == [f"stopped after {K + 1} of 8 tokens: the model chose its end-of-text token '<|endoftext|>'"]
+    assert g.tokens[-1] == "<|endoftext|>" and g.text == dec.tokenizer.decode(plain.generated_ids[:K])
+    assert g.max_row_error is not None and g.max_row_error <= ROW_TOL  # the cache check covers every step run
+    # Sampling stops there too: with k = 1, top-k is greedy.
+    assert generate(dec, "The cat sat", 8, top_k=1, check=False).stop == "end_of_text"
 
 
 def test_budget_and_bad_input(gpt2_tiny, minilm, monkeypatch):
