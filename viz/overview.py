@@ -186,9 +186,11 @@ def render_mosaic(
     img = Image.fromarray(np.ascontiguousarray(canvas), mode="P")
     img.putpalette(_palette(colorscale))
     buf = io.BytesIO()
-    # zlib level 1: ~4× faster than the default 6 for ~20 % more bytes (128 tokens: 80 ms instead of 350 ms on a
-    # busy 2-core machine, 0.55 instead of 0.45 bytes per value). The server encodes one per new text.
-    img.save(buf, format="PNG", compress_level=1)
+    # zlib level 1 with the run-length strategy (Z_RLE = 3): as fast as level 1's default strategy and ~6× faster
+    # than level 6, and smaller than either (bundled model: 115 tokens 381 kB against 438 kB at level 1, 512
+    # tokens 468 kB against 536 kB and 475 kB at level 6): a mosaic is runs of equal colour levels and gaps.
+    # The server encodes one per new text, and every byte is then base64'd, serialised and sent.
+    img.save(buf, format="PNG", compress_level=1, compress_type=3)
     return Mosaic(
         png=buf.getvalue(),
         layers=L,
