@@ -35,3 +35,4 @@ page = st.navigation(PAGES, position="top" if presentation.active() else "sideba
 sidebar.render()
 presentation.apply()
 page.run()
+debug.script_done()

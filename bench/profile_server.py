@@ -112,7 +112,7 @@ def main() -> None:
             page = b.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{url}/?model={quote(args.model)}")
             wait_idle(page, "", args.timeout)
-            wait_idle(page, type_text(page, texts[0]), args.timeout)  # warm: plotly, caches' code paths
+            wait_idle(page, type_text(page, texts[0])[0], args.timeout)  # warm: plotly, caches' code paths
             sampler = subprocess.Popen(
                 [spy, "record", "-p", str(proc.pid), "-r", str(args.rate), "-f", "raw", "-o", str(raw)]
                 + ["--threads", "--nonblocking"],
@@ -122,9 +122,9 @@ def main() -> None:
             time.sleep(1.0)  # py-spy attaches
             cpu, wall = [], []
             for text in texts[1:]:
-                c0, t0 = cpu_seconds(proc.pid), time.perf_counter()
-                idle_at = wait_idle(page, type_text(page, text), args.timeout)
-                wall.append(idle_at - t0)
+                c0 = cpu_seconds(proc.pid)
+                old, pressed = type_text(page, text)
+                wall.append(wait_idle(page, old, args.timeout) - pressed)
                 cpu.append(cpu_seconds(proc.pid) - c0)
             sampler.send_signal(signal.SIGINT)
             sampler.wait(timeout=60)

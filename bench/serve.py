@@ -12,7 +12,9 @@ script runs in the server's debug log (ATTENTION_LENS_DEBUG=1). The encode's CPU
 on the same texts with the same model (Encoder.encode, what the page asks for), after the server has stopped.
 
 Prints, per model and length: median server CPU per typed text, the encode's CPU, their ratio (target ≤ 3 at
-128 tokens), typed → idle wall time, and script runs per typed text. Then the wall time from sixteen sessions
+128 tokens), typed → idle wall time, script runs per typed text, and the script thread's own CPU (the app's code: the
+encode's main thread, figures, widgets; from the debug log), so that the rest — OpenMP's helper threads, the
+event loop serialising and sending, Streamlit's work after the run — is the difference. Then the wall time from sixteen sessions
 (separate browser contexts) each typing a different 128-token text at once until the last is idle. Models:
 `minilm` (bundled, 6 layers) and `bert-base` (a random BertConfig() folder with the bundled uncased vocabulary,
 the shape of bert-base-uncased). Everything stays on 127.0.0.1; every wait is bounded.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -76,21 +79,33 @@ def wait_idle(page, old_image: str, timeout_s: float) -> float:
                 return first_idle
         else:
             first_idle = None
-        time.sleep(0.05)
+        time.sleep(0.02)
     raise TimeoutError(f"the page did not become idle within {timeout_s} s")
 
 
-def type_text(page, text: str) -> str:
-    """Type a text into the sidebar like a person (fill, Ctrl+Enter); return the overview image before it."""
+def type_text(page, text: str) -> tuple[str, float]:
+    """Type a text into the sidebar like a person (fill, then Ctrl+Enter to commit it).
+
+    Return the overview image before it and the moment (perf_counter) of the key press: typed → idle counts from
+    the press, as the person's wait starts there (filling the box is their typing, not the app's work; the
+    browser never sends a text before it is committed).
+    """
     old = page.evaluate(IMAGE_JS)
     box = page.get_by_label("Text", exact=True)
     box.fill(text)
+    pressed = time.perf_counter()
     box.press("Control+Enter")
-    return old
+    return old, pressed
 
 
 def script_runs(log: Path) -> int:
     return log.read_text(errors="replace").count("script run") if log.is_file() else 0
+
+
+def script_cpu(log: Path) -> float:
+    """Return the script threads' CPU seconds logged so far (ui.debug.script_done: the app's own code per run)."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    return sum(float(m) for m in re.findall(r"script done: ([0-9.]+) ms CPU", text)) / 1e3
 
 
 @dataclass
@@ -98,6 +113,7 @@ class Typed:
     cpu: list[float] = field(default_factory=list)  # server CPU s per typed text
     wall: list[float] = field(default_factory=list)  # typed → idle s
     runs: list[int] = field(default_factory=list)  # script runs per typed text
+    script: list[float] = field(default_factory=list)  # of the server CPU: the script thread's (the app's code)
 
 
 def drive(browser, url: str, pid: int, log: Path, spec: str, texts: list[str], timeout_s: float) -> Typed:
@@ -107,13 +123,13 @@ def drive(browser, url: str, pid: int, log: Path, spec: str, texts: list[str], t
     wait_idle(page, "", timeout_s)
     out = Typed()
     for text in texts:
-        runs0, cpu0 = script_runs(log), cpu_seconds(pid)
-        t0 = time.perf_counter()
-        old = type_text(page, text)
+        runs0, cpu0, script0 = script_runs(log), cpu_seconds(pid), script_cpu(log)
+        old, pressed = type_text(page, text)
         idle_at = wait_idle(page, old, timeout_s)
-        out.wall.append(idle_at - t0)
+        out.wall.append(idle_at - pressed)
         out.cpu.append(cpu_seconds(pid) - cpu0)
         out.runs.append(script_runs(log) - runs0)
+        out.script.append(script_cpu(log) - script0)
     page.close()
     return out
 
@@ -128,9 +144,9 @@ def sessions_at_once(browser, url: str, spec: str, texts: list[str], timeout_s: 
         pages.append(page)
     for page in pages:
         wait_idle(page, "", timeout_s)
-    t0 = time.perf_counter()
-    olds = [type_text(page, text) for page, text in zip(pages, texts, strict=True)]
-    for page, old in zip(pages, olds, strict=True):
+    typed = [type_text(page, text) for page, text in zip(pages, texts, strict=True)]
+    t0 = typed[0][1]  # the first key press
+    for page, (old, _pressed) in zip(pages, typed, strict=True):
         wait_idle(page, old, timeout_s)
     wall = time.perf_counter() - t0
     for page in pages:
@@ -143,12 +159,16 @@ def encode_cpu(spec: str, texts: list[str]) -> list[float]:
     from models import load_encoder
 
     enc = load_encoder(spec, device="cpu")
-    enc.encode(texts[0][: len(texts[0]) // 2])
+    for _ in range(3):
+        enc.encode(texts[0][: len(texts[0]) // 2])
     out = []
     for text in texts:
-        c0 = time.process_time()
-        enc.encode(text)
-        out.append(time.process_time() - c0)
+        runs = []
+        for _ in range(3):  # the median of three: one run disturbed by the machine does not decide
+            c0 = time.process_time()
+            enc.encode(text)
+            runs.append(time.process_time() - c0)
+        out.append(statistics.median(runs))
     return out
 
 
@@ -199,17 +219,19 @@ def main() -> None:
                 typed[(m, n)] = drive(b, url, proc.pid, log, specs[m], texts, args.timeout)
             if sessions:
                 crowd_s = sessions_at_once(b, url, specs[next(iter(specs))], crowd, args.timeout)
+        time.sleep(2.0)  # the browser and the server exit: their last CPU is not the encode's machine
         encode = {(m, n): encode_cpu(specs[m], texts) for (m, n), texts in plan.items()}
 
     print(
         f"{'model':>9} {'tokens':>6} {'server CPU ms':>13} {'encode CPU ms':>13} {'ratio':>6} "
-        f"{'typed→idle s':>12} {'runs':>5}"
+        f"{'typed→idle s':>12} {'runs':>5} {'script thread ms':>16}"
     )
     for (m, n), t in typed.items():
         server, enc = statistics.median(t.cpu) * 1e3, statistics.median(encode[(m, n)]) * 1e3
         print(
             f"{m:>9} {n:>6} {server:>13.0f} {enc:>13.0f} {server / enc:>6.2f} "
-            f"{statistics.median(t.wall):>12.2f} {statistics.median(t.runs):>5.0f}"
+            f"{statistics.median(t.wall):>12.2f} {statistics.median(t.runs):>5.0f} "
+            f"{statistics.median(t.script) * 1e3:>16.0f}"
         )
     print("target: server CPU per typed text ≤ 3 × the encode's at 128 tokens")
     if crowd_s is not None:

@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,7 +35,16 @@ if ENABLED and not log.handlers:
 def script_run(what: str = "") -> None:
     """Log that a script run started (one per rerun of the app)."""
     if ENABLED:
+        _local.started = time.thread_time()
         log.debug("script run %s", what)
+
+
+def script_done() -> None:
+    """Log the CPU the script thread spent on this run (the app's code; not OpenMP's helpers, the event loop or
+    Streamlit's work after the run). bench/serve.py reads it."""
+    started = getattr(_local, "started", None)
+    if ENABLED and started is not None:
+        log.debug("script done: %.1f ms CPU in the script thread", 1e3 * (time.thread_time() - started))
 
 
 def counted(name: str, cache: Callable[[F], F]) -> Callable[[F], F]:
