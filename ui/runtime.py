@@ -1,12 +1,13 @@
 """What the server process costs besides the work asked of it: OpenMP threads spinning, full garbage collections.
 
-**Spinning.** torch's CPU kernels run on OpenMP threads, and libgomp, by default, keeps each helper thread
-spinning for ~300,000 iterations after a parallel region (~10 ms of a core on the 2-core machine) in case another
-region follows at once. In an encode they do follow at once; in a script run they are separated by Python work
-(figures, PNG, widgets), and the helpers spun through most of it: with two torch threads the server spent 360 ms of
-CPU per typed text instead of 200 (`bench/serve.py`, bundled model, 128 tokens). `before_torch()` caps the spin at
-10,000 iterations (~0.3 ms): the encode itself is as fast (its regions follow each other within that), and the cores
-go back to other sessions between them. It must run before torch is first imported (libgomp reads its settings
+**Spinning.** torch's CPU kernels run on OpenMP threads, and libgomp, by default, keeps a waiting thread spinning
+for ~300,000 iterations (~10 ms of a core on the 2-core machine) after a parallel region or at a barrier, in case
+the next region comes at once. In an encode it does; in a script run the regions are separated by Python work
+(figures, PNG, widgets), and whenever the browser or another session holds a core, a thread waiting at a barrier
+spins instead of yielding it. With two torch threads the server spent 360 ms of CPU per typed text (bundled model,
+128 tokens, `bench/serve.py`); capped at 10,000 iterations ~185 ms, at 1,000 iterations ~150 ms, while an encode
+alone on an idle machine takes about as long at either cap (30 ms; uncapped 29 ms; no spinning at all, 37 ms).
+`before_torch()` sets the cap at 1,000. It must run before torch is first imported (libgomp reads its settings
 once, when it loads): `ui/__init__.py` calls it. A value set in the environment (`GOMP_SPINCOUNT`, or
 `OMP_WAIT_POLICY`) is left as it is.
 
@@ -39,7 +40,7 @@ from . import debug
 
 _lock = threading.Lock()
 _settled = False
-SPIN_COUNT = "10000"  # libgomp's spin iterations before a helper thread sleeps (its default: 300,000)
+SPIN_COUNT = "1000"  # libgomp's spin iterations before a waiting thread sleeps (its default: 300,000)
 
 
 def before_torch() -> None:
