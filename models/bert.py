@@ -112,35 +112,17 @@ class SelfAttention(nn.Module):
                 return None
         return weight, bias
 
-    def forward(
+    def _probs(
         self,
-        x: torch.Tensor,
-        keep: torch.Tensor | None = None,
-        head_gates: torch.Tensor | None = None,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        keep: torch.Tensor | None,
+        probs_out: torch.Tensor | None,
+        fill: float | None,
         record: Recorder | None = None,
-        probs_out: torch.Tensor | None = None,
-        fill: float | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return the heads' concatenated context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
-
-        keep: bool, broadcastable to (batch, heads, q_pos, k_pos); True = the query may attend to the key.
-        head_gates: (heads,) or (batch, heads) multipliers on each head's context (Michel et al.'s ξ; 1 =
-            unchanged, 0 = removed); per-batch gates let one forward pass try a different set of heads per item.
-        probs_out: float32 (batch, heads, q_pos, k_pos) to write probs into, so that the caller need not copy
-            every layer's map into one tensor afterwards (no autograd through it).
-        fill: the score a hidden cell gets before the softmax; None = finfo(dtype).min (see below). The mask
-            checker passes float("-inf"), the tutorial's value, to show what it does to a row with no visible key.
-        """
-        B, T, C = x.size()  # batch, seq, d_model
-        fused = self._fused()
-        if fused is not None:  # one GEMM for the three projections (see fuse_qkv), then views of its output
-            qkv = F.linear(x, *fused).view(B, T, 3, self.n_heads, self.d_k)  # (B, T, 3, nh, d_k)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, nh, T, d_k)
-        else:
-            q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-            k = self.key(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-            v = self.value(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-
+        v: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Return softmax(Q·Kᵀ/√d_k) under `keep` (batch, heads, q_pos, k_pos), float32; see forward."""
         # Q·Kᵀ/√d_k. The scale goes on q (seq·d_k numbers) rather than on the scores (seq² numbers), and when
         # nothing needs the raw scores kept they are computed straight into the memory of the returned probs.
         in_place = probs_out is not None and record is None and q.dtype == torch.float32
@@ -148,6 +130,7 @@ class SelfAttention(nn.Module):
             q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None
         )  # (B, nh, q_pos, k_pos)
         if record is not None:
+            assert v is not None
             record.queries.append(q)
             record.keys.append(k)
             record.values.append(v)
@@ -158,6 +141,50 @@ class SelfAttention(nn.Module):
             scores = scores.masked_fill(~keep, value) if record is not None else scores.masked_fill_(~keep, value)
         # Softmax in float32 whatever the model dtype: the maps we show are float32 probabilities.
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, q_pos, k_pos)
+        return probs
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        keep: torch.Tensor | None = None,
+        head_gates: torch.Tensor | None = None,
+        record: Recorder | None = None,
+        probs_out: torch.Tensor | None = None,
+        fill: float | None = None,
+        probs_only: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """Return the heads' concatenated context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
+
+        keep: bool, broadcastable to (batch, heads, q_pos, k_pos); True = the query may attend to the key.
+        head_gates: (heads,) or (batch, heads) multipliers on each head's context (Michel et al.'s ξ; 1 =
+            unchanged, 0 = removed); per-batch gates let one forward pass try a different set of heads per item.
+        probs_out: float32 (batch, heads, q_pos, k_pos) to write probs into, so that the caller need not copy
+            every layer's map into one tensor afterwards (no autograd through it).
+        fill: the score a hidden cell gets before the softmax; None = finfo(dtype).min (see below). The mask
+            checker passes float("-inf"), the tutorial's value, to show what it does to a row with no visible key.
+        probs_only: return (None, probs) without computing V or the context — for the last layer when only the
+            maps are asked for (nothing reads its output). The probs are the same numbers.
+        """
+        B, T, C = x.size()  # batch, seq, d_model
+        fused = self._fused()
+        if probs_only and record is None:
+            if fused is not None:  # the first 2·d_model rows of the stacked weight are W_q and W_k
+                weight, bias = fused
+                qk = F.linear(x, weight[: 2 * C], bias[: 2 * C]).view(B, T, 2, self.n_heads, self.d_k)
+                q, k = qk.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, nh, T, d_k)
+            else:
+                q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)
+                k = self.key(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)
+            return None, self._probs(q, k, keep, probs_out, fill)
+        if fused is not None:  # one GEMM for the three projections (see fuse_qkv), then views of its output
+            qkv = F.linear(x, *fused).view(B, T, 3, self.n_heads, self.d_k)  # (B, T, 3, nh, d_k)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, nh, T, d_k)
+        else:
+            q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+            k = self.key(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+            v = self.value(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+
+        probs = self._probs(q, k, keep, probs_out, fill, record, v)
 
         context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)
         if head_gates is not None:
@@ -225,9 +252,14 @@ class Layer(nn.Module):
         record: Recorder | None = None,
         probs_out: torch.Tensor | None = None,
         fill: float | None = None,
+        probs_only: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return the layer's output (batch, seq, d_model) and its probs; arguments as SelfAttention's."""
-        context, probs = self.attention.self(x, keep, head_gates, record, probs_out, fill)
+        """Return the layer's output (batch, seq, d_model) and its probs; arguments as SelfAttention's.
+
+        probs_only: compute the probs alone and return the input x unchanged in place of the output."""
+        context, probs = self.attention.self(x, keep, head_gates, record, probs_out, fill, probs_only)
+        if context is None:
+            return x, probs
         h = self.attention.output(context, x)  # (B, T, d_model)
         return self.output(self.intermediate(h), h), probs
 
@@ -242,9 +274,16 @@ class BertEncoder(nn.Module):
 
 @dataclass
 class ForwardResult:
-    last_hidden: torch.Tensor  # [batch, seq, d_model]
+    last_hidden: torch.Tensor | None  # [batch, seq, d_model]; None when the forward ran with maps_only
     attentions: torch.Tensor  # [batch, layers, heads, q_pos, k_pos], float32 (layers lead in memory)
     record: Recorder | None = None
+
+    @property
+    def hidden(self) -> torch.Tensor:
+        """Return last_hidden, which every forward without maps_only has."""
+        if self.last_hidden is None:
+            raise RuntimeError("this forward ran with maps_only=True: it has no last hidden state")
+        return self.last_hidden
 
 
 class BertModel(nn.Module):
@@ -279,6 +318,7 @@ class BertModel(nn.Module):
         keep: torch.Tensor | None = None,
         head_gates: torch.Tensor | None = None,
         record: bool = False,
+        maps_only: bool = False,
     ) -> ForwardResult:
         """Run the encoder.
 
@@ -287,6 +327,8 @@ class BertModel(nn.Module):
         head_gates: (layers, heads), or (batch, layers, heads) for per-item gates, multipliers on each head's
             context; None = all ones.
         record: keep Q, K, V, scores, per-head context and every layer's input (see Recorder).
+        maps_only: the attention maps are all that is wanted: the last layer stops at its probs (no V, context,
+            W_o or feed-forward: ~10/12 of that layer's matrix work) and last_hidden is None. Ignored with record.
         """
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
@@ -304,13 +346,15 @@ class BertModel(nn.Module):
         )
         per_layer = []
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, d_model)
+        last = len(self.layers) - 1
+        skip_tail = maps_only and rec is None
         for i, layer in enumerate(self.layers):
             if rec is not None:
                 rec.hidden_states.append(x)
             gates = None if head_gates is None else head_gates[..., i, :]  # (heads,) or (batch, heads)
-            x, probs = layer(x, keep, gates, rec, None if attn is None else attn[i])
+            x, probs = layer(x, keep, gates, rec, None if attn is None else attn[i], probs_only=skip_tail and i == last)
             per_layer.append(probs)
         if rec is not None:
             rec.hidden_states.append(x)
         attentions = attn.transpose(0, 1) if attn is not None else torch.stack(per_layer, dim=1)
-        return ForwardResult(last_hidden=x, attentions=attentions, record=rec)
+        return ForwardResult(last_hidden=None if skip_tail else x, attentions=attentions, record=rec)

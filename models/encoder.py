@@ -52,7 +52,7 @@ class EncoderOutput:
     input_ids: torch.Tensor  # [seq] long
     token_type_ids: torch.Tensor  # [seq] long: 0 for sentence A, 1 for sentence B
     attentions: torch.Tensor  # [layers, heads, q_pos, k_pos] float32, rows sum to 1
-    hidden_states: torch.Tensor  # [seq, d_model] float32, output of the last layer
+    hidden_states: torch.Tensor | None  # [seq, d_model] float32, output of the last layer; None: encode(hidden=False)
     keep: torch.Tensor  # [q_pos, k_pos] bool, True = may attend: the mask the encoder applied (padding included)
     padding: torch.Tensor  # [seq] bool, True = real token, False = [PAD]
     mask: str = "bidirectional"  # the mask's name, or "custom" for a user tensor
@@ -117,7 +117,7 @@ class EncoderOutput:
             "input_ids": self.input_ids[i, :n],
             "token_type_ids": self.token_type_ids[i, :n],
             "attentions": self.attentions[i, ..., :n, :n],
-            "hidden_states": self.hidden_states[i, :n],
+            "hidden_states": None if self.hidden_states is None else self.hidden_states[i, :n],
             "keep": self.keep[i, :n, :n],
             "padding": self.padding[i, :n],
         }
@@ -315,12 +315,15 @@ class Encoder:
         texts_b: Sequence[str | None] | None = None,
         mask: str | torch.Tensor | None = None,
         internals: bool = False,
+        hidden: bool = True,
     ) -> EncoderOutput:
         """Encode several texts at once (padded to the longest); every tensor gets a leading batch axis.
 
         mask: None or a name ('causal', 'window:W', 'prefix:P'), or a bool keep tensor broadcastable to
         (batch, heads, q_pos, k_pos); it is combined with the padding mask, and for a decoder with its own causal
         mask (which no user mask can lift).
+        hidden: False when only the maps are wanted (the app's pages): the last layer stops at its attention
+        (`maps_only` in the model's forward) and hidden_states is None. The maps are the same numbers.
         """
         if isinstance(texts, str):
             raise InputError("encode_batch takes a list of texts; use encode() for one")
@@ -339,6 +342,7 @@ class Encoder:
             token_type_ids.to(self.device),
             keep=keep,
             record=internals,
+            maps_only=not hidden and not internals,
         )
         attentions = res.attentions.cpu()  # (B, layers, heads, q_pos, k_pos), float32
         if keep is None:
@@ -379,7 +383,7 @@ class Encoder:
             input_ids=input_ids,
             token_type_ids=token_type_ids,
             attentions=attentions,
-            hidden_states=res.last_hidden.float().cpu(),
+            hidden_states=None if res.last_hidden is None else res.last_hidden.float().cpu(),
             keep=keep_qk,
             padding=attention_mask.bool(),
             mask=mask_name,
@@ -396,10 +400,16 @@ class Encoder:
         text_b: str | None = None,
         mask: str | torch.Tensor | None = None,
         internals: bool = False,
+        hidden: bool = True,
     ) -> EncoderOutput:
-        """Encode one text (or a sentence pair through text_b); see EncoderOutput for what comes back."""
+        """Encode one text (or a sentence pair through text_b); see EncoderOutput for what comes back.
+
+        hidden=False: only the maps are wanted, hidden_states is None and the last layer's tail is skipped (see
+        encode_batch)."""
         clean = self._required(text, "text")
-        out = self.encode_batch([clean], None if text_b is None else [text_b], mask=mask, internals=internals)
+        out = self.encode_batch(
+            [clean], None if text_b is None else [text_b], mask=mask, internals=internals, hidden=hidden
+        )
         single = out.item(0, trim=False)
         if single.many_unknown:
             single.notes.append(

@@ -95,7 +95,8 @@ class CausalSelfAttention(nn.Module):
         layer: int = 0,
         fill: float | None = None,
         causal: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        probs_only: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
         keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = may attend; it is ANDed with the causal
@@ -105,14 +106,22 @@ class CausalSelfAttention(nn.Module):
             cache and the new queries attend over all of them (q_pos = new positions, k_pos = all positions).
         fill: the score a hidden cell gets before the softmax; None = finfo(dtype).min. The mask checker passes
             float("-inf") to show what the tutorial's value does to a row with no visible key.
+        probs_only: return (None, probs) without computing V or the context — for the last block when only the
+            maps are asked for. Not with a cache (its values are needed) or a record.
         """
         B, T, C = x.size()  # batch, new positions, d_model
-        q, k, v = self.c_attn(x).split(self.d_model, dim=2)  # 3 × (B, T, d_model)
+        if probs_only and cache is None and record is None:
+            # W_q and W_k are the first 2·d_model rows of c_attn's (3·d_model, d_model) weight: one GEMM, no V.
+            q, k = F.linear(x, self.c_attn.weight[: 2 * C], self.c_attn.bias[: 2 * C]).split(self.d_model, dim=2)
+            v = None
+        else:
+            q, k, v = self.c_attn(x).split(self.d_model, dim=2)  # 3 × (B, T, d_model)
+            v = v.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
         q = q.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
         k = k.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-        v = v.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
         start = 0  # position of the first new token
         if cache is not None:
+            assert v is not None
             start = int(cache.keys[layer].shape[2]) if layer < len(cache.keys) else 0
             if start:
                 k = torch.cat([cache.keys[layer], k], dim=2)  # (B, nh, start + T, d_k)
@@ -129,6 +138,7 @@ class CausalSelfAttention(nn.Module):
         in_place = probs_out is not None and record is None and q.dtype == torch.float32
         scores = torch.matmul(q * self.scale, k.transpose(-2, -1), out=probs_out if in_place else None)  # (B, nh, T, S)
         if record is not None:
+            assert v is not None  # probs_only never runs with a record
             record.queries.append(q)
             record.keys.append(k)
             record.values.append(v)
@@ -142,6 +152,8 @@ class CausalSelfAttention(nn.Module):
         value = torch.finfo(scores.dtype).min if fill is None else fill
         scores = scores.masked_fill(~allowed, value) if record is not None else scores.masked_fill_(~allowed, value)
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, T, S)
+        if v is None:
+            return None, probs
 
         context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)
         if head_gates is not None:
@@ -184,8 +196,14 @@ class Block(nn.Module):
         cache: KVCache | None = None,
         fill: float | None = None,
         causal: torch.Tensor | None = None,
+        probs_only: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        a, probs = self.attn(self.ln_1(x), keep, head_gates, record, probs_out, cache, self.layer_idx, fill, causal)
+        """Return the block's output and its probs; probs_only: the probs alone, x returned unchanged."""
+        a, probs = self.attn(
+            self.ln_1(x), keep, head_gates, record, probs_out, cache, self.layer_idx, fill, causal, probs_only
+        )
+        if a is None:
+            return x, probs
         x = x + a  # (B, T, d_model)
         return x + self.mlp(self.ln_2(x)), probs
 
@@ -250,6 +268,7 @@ class GPT2Model(nn.Module):
         record: bool = False,
         cache: KVCache | None = None,
         causal: torch.Tensor | None = None,
+        maps_only: bool = False,
     ) -> ForwardResult:
         """Run the decoder.
 
@@ -263,6 +282,8 @@ class GPT2Model(nn.Module):
             heads, new positions, all positions).
         causal: a bool mask used INSTEAD of the tril buffer, only to show what a wrong causal mask does (the
             troubleshooting page); None in every real use.
+        maps_only: only the attention maps are wanted: the last block stops at its probs (no V, context, c_proj or
+            MLP) and last_hidden is None. Ignored with record or a cache.
         """
         rec = Recorder() if record else None
         B, T = input_ids.shape  # batch, new positions
@@ -279,13 +300,24 @@ class GPT2Model(nn.Module):
         )
         per_layer = []
         x = self.embed(input_ids, start=start)  # (B, T, d_model)
+        last = len(self.h) - 1
+        skip_tail = maps_only and rec is None and cache is None
         for i, block in enumerate(self.h):
             if rec is not None:
                 rec.hidden_states.append(x)
             gates = None if head_gates is None else head_gates[..., i, :]
-            x, probs = block(x, keep, gates, rec, None if attn is None else attn[i], cache, causal=causal)
+            x, probs = block(
+                x,
+                keep,
+                gates,
+                rec,
+                None if attn is None else attn[i],
+                cache,
+                causal=causal,
+                probs_only=skip_tail and i == last,
+            )
             per_layer.append(probs)
         if rec is not None:
             rec.hidden_states.append(x)
         attentions = attn.transpose(0, 1) if attn is not None else torch.stack(per_layer, dim=1)
-        return ForwardResult(last_hidden=self.ln_f(x), attentions=attentions, record=rec)
+        return ForwardResult(last_hidden=None if skip_tail else self.ln_f(x), attentions=attentions, record=rec)

@@ -43,4 +43,6 @@ def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
     enc = model(sel)
     text_b = None if enc.is_decoder else sel.text_b or None  # a decoder reads one text: the sidebar hides text_b
-    return enc.encode(sel.text, text_b, mask=sel.mask, internals=internals)
+    # hidden=False: no page reads the last hidden state, so the last layer stops at its attention (~10/12 of
+    # that layer's matrix work saved: 14 % of the bundled model's, 7 % of BERT-base's), same maps.
+    return enc.encode(sel.text, text_b, mask=sel.mask, internals=internals, hidden=False)

@@ -143,7 +143,7 @@ def _chunks(encoder: Encoder, n_items: int, seq: int, backward: bool) -> list[sl
 
 def _last_hidden(encoder: Encoder, batch: Batch, gates: torch.Tensor | None) -> torch.Tensor:
     res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, head_gates=gates)
-    return _float(res.last_hidden)  # (B, T, d_model)
+    return _float(res.hidden)  # (B, T, d_model)
 
 
 def gate_gradients(
@@ -260,7 +260,7 @@ def ablation_effects(encoder: Encoder, batch: Batch) -> torch.Tensor:
     H = c.n_heads
     res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, record=True)
     layer_inputs = res.record.hidden_states  # [layers + 1] × (B, T, d_model)
-    base = _float(res.last_hidden)  # (B, T, d)
+    base = _float(res.hidden)  # (B, T, d)
     B = len(batch)
     effects = torch.empty(B, c.n_layers, H, device=encoder.device)
     item = torch.arange(B, device=encoder.device).repeat_interleave(H)  # copy → input

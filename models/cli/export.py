@@ -48,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
         "tokens": np.array(out.tokens, dtype=str),  # unicode array: loads with allow_pickle=False
         "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
         "attentions": out.attentions.numpy().astype(np.float32),  # (layers, heads, q_pos, k_pos)
-        "hidden_states": out.hidden_states.numpy().astype(np.float32),  # (seq, d_model)
         "mask": out.keep.numpy().astype(bool),  # (q_pos, k_pos), True = may attend
     }
+    if out.hidden_states is not None:  # encode() computes it by default
+        arrays["hidden_states"] = out.hidden_states.numpy().astype(np.float32)  # (seq, d_model)
     if isinstance(mask, torch.Tensor) and mask.shape[1] > 1:  # per-head masks: `mask` is head 0's
         T = out.seq
         arrays["mask_heads"] = torch.broadcast_to(mask.cpu(), (1, mask.shape[1], T, T))[0].numpy().astype(bool)

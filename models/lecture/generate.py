@@ -169,7 +169,7 @@ def generate(
     for s in range(n):
         x = torch.tensor([fed], dtype=torch.long, device=dev)  # (1, new positions)
         res, peak, seconds = _measured(dev, partial(model, x, cache=cache))
-        hidden = res.last_hidden[0, -1]  # (d_model,) of the newest position
+        hidden = res.hidden[0, -1]  # (d_model,) of the newest position
         logits = model.logits(hidden).float()  # (vocab,)
         chosen = _pick(logits, top_k, gen)
         probs = torch.softmax(logits, dim=-1)
