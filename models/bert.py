@@ -166,25 +166,22 @@ class SelfAttention(nn.Module):
             maps are asked for (nothing reads its output). The probs are the same numbers.
         """
         B, T, C = x.size()  # batch, seq, d_model
+        want_v = not probs_only or record is not None
         fused = self._fused()
-        if probs_only and record is None:
-            if fused is not None:  # the first 2·d_model rows of the stacked weight are W_q and W_k
-                weight, bias = fused
-                qk = F.linear(x, weight[: 2 * C], bias[: 2 * C]).view(B, T, 2, self.n_heads, self.d_k)
-                q, k = qk.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, nh, T, d_k)
-            else:
-                q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)
-                k = self.key(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)
-            return None, self._probs(q, k, keep, probs_out, fill)
-        if fused is not None:  # one GEMM for the three projections (see fuse_qkv), then views of its output
-            qkv = F.linear(x, *fused).view(B, T, 3, self.n_heads, self.d_k)  # (B, T, 3, nh, d_k)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, nh, T, d_k)
+        if fused is not None:  # one GEMM for the projections (see fuse_qkv), then views of its output
+            n = 3 if want_v else 2  # the stacked weight's rows are W_q; W_k; W_v: without V, the first 2·d_model
+            weight, bias = fused
+            qkv = F.linear(x, weight[: n * C], bias[: n * C]).view(B, T, n, self.n_heads, self.d_k)
+            parts = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, nh, T, d_k)
+            q, k, v = parts[0], parts[1], parts[2] if want_v else None
         else:
             q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
             k = self.key(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-            v = self.value(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
+            v = self.value(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2) if want_v else None
 
         probs = self._probs(q, k, keep, probs_out, fill, record, v)
+        if v is None:
+            return None, probs
 
         context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)
         if head_gates is not None:
