@@ -70,20 +70,21 @@ AXES = {
     "concat": ("batch", "seq", "d_model"),
     "w_o": ("batch", "seq", "d_model"),
 }
-# The same tensors inside models/bert.py (tests check these lines are there, whitespace aside).
+# The same tensors inside models/bert.py (tests check these lines are there, whitespace aside). The encoder runs
+# feature-major (models.bert.linear_t): it makes Qᵀ, Kᵀ, Vᵀ per head and (probs·V)ᵀ — the same numbers, transposed.
 SOURCE = {
     "input": "B, T, C = x.size()  # batch, seq, d_model",
-    "project": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
-    "split": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
-    "transpose": "q = self.query(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)",
-    "dot": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
-    "scale": "scores = torch.matmul(q * (1.0 / math.sqrt(self.d_k)), k.transpose(-2, -1), out=probs_out if in_place else None)",
+    "project": "return torch.addmm(bias[: n * C, None], weight[: n * C], x2.t())",
+    "split": "proj = self.project(x.reshape(B * T, C), n).view(n, nh, d_k, B, T)",
+    "transpose": "parts = proj.permute(0, 3, 1, 2, 4).reshape(n, B * nh, d_k, T)  # Qᵀ, Kᵀ[, Vᵀ]",
+    "dot": "scores = torch.bmm((qT * (1.0 / math.sqrt(d_k))).transpose(1, 2), kT, out=out).view(B, nh, T, T)",
+    "scale": "scores = torch.bmm((qT * (1.0 / math.sqrt(d_k))).transpose(1, 2), kT, out=out).view(B, nh, T, T)",
     "mask": "value = torch.finfo(scores.dtype).min if fill is None else fill\n"
     "scores = scores.masked_fill(~keep, value) if record is not None else scores.masked_fill_(~keep, value)",
     "softmax": "probs = torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs_out)  # (B, nh, q_pos, k_pos)",
-    "weighted_sum": "context = torch.matmul(probs.to(v.dtype), v)  # (B, nh, T, d_k)",
-    "concat": "out = context.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, d_model)",
-    "w_o": "return self.LayerNorm(self.dense(context) + residual)",
+    "weighted_sum": "ctxT = torch.bmm(vT, probs.to(vT.dtype).view(B * nh, T, T).transpose(1, 2)).view(B, nh, d_k, T)",
+    "concat": "return ctxT.view(B, C, T).transpose(0, 1).reshape(C, B * T), probs",
+    "w_o": "h = attn_out.LayerNorm(x.reshape(B * T, C) + linear_t(attn_out.dense, ctxT).t())  # (B·T, d_model)",
 }
 
 # A decoder's steps (GPT-2): the same path, with its own modules. The attention's input is ln_1 of the layer
