@@ -482,6 +482,8 @@ def _npy_header(f: Any, label: str, member: str, max_bytes: int | None = None) -
     try:
         return read_npy_header(f, max_bytes)
     except NpyHeaderError as err:
+        if err.reason == "damaged":
+            raise AttentionFileError(f"{label}: {member} is not a readable .npy array: {err}") from None
         if err.reason == "version":
             raise AttentionFileError(f"{label}: {member} has an unknown .npy version {err.version}") from None
         if err.reason == "objects":
@@ -498,7 +500,10 @@ def _npy(f: Any, label: str, max_bytes: int, member: str = "the array") -> np.nd
     start = f.tell()
     _npy_header(f, label, member, max_bytes)
     f.seek(start)
-    return np.lib.format.read_array(f, allow_pickle=False)
+    try:
+        return np.lib.format.read_array(f, allow_pickle=False)
+    except (ValueError, EOFError) as err:  # the data is shorter than its header declares
+        raise AttentionFileError(f"{label} is damaged: {str(err).splitlines()[0]}") from None
 
 
 def _from_npz(data: bytes, label: str, max_bytes: int) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from tokenize import TokenError
 from typing import IO, Literal
 
 import numpy as np
@@ -72,15 +73,16 @@ class NpyHeader:
 
 
 class NpyHeaderError(InputError):
-    """A .npy header refused before its data is read. `reason` says why (`version`: not one np.save writes;
-    `objects`: a dtype holding Python objects, which only pickle can load; `size`: over the caller's budget) and
-    `header` holds what was declared (None for an unknown version), so a caller can word it for its own users."""
+    """A .npy header refused before its data is read. `reason` says why (`damaged`: not a .npy header numpy can
+    parse; `version`: not one np.save writes; `objects`: a dtype holding Python objects, which only pickle can load;
+    `size`: over the caller's budget) and `header` holds what was declared (None for a damaged header or an unknown
+    version; `version` None when not even the magic string was read), so a caller can word it for its own users."""
 
     def __init__(
         self,
-        reason: Literal["version", "objects", "size"],
+        reason: Literal["damaged", "version", "objects", "size"],
         message: str,
-        version: tuple[int, int],
+        version: tuple[int, int] | None = None,
         header: NpyHeader | None = None,
     ) -> None:
         super().__init__(message)
@@ -92,17 +94,19 @@ class NpyHeaderError(InputError):
 def read_npy_header(f: IO[bytes], max_bytes: int | None = None) -> NpyHeader:
     """Return the header of the .npy stream `f`, leaving `f` at the start of the data, none of which is read.
 
-    NpyHeaderError refuses an unknown version, a dtype that holds Python objects and, when `max_bytes` is given,
-    a declared size over it. Bytes that are not a .npy header raise numpy's own ValueError (or the stream's
-    EOFError / OSError) unchanged: callers decide how to word a damaged file.
+    NpyHeaderError refuses bytes that are not a .npy header (numpy's parser fails on them with ValueError,
+    SyntaxError, tokenize's TokenError or EOFError: all become reason `damaged`), an unknown version, a dtype that
+    holds Python objects and, when `max_bytes` is given, a declared size over it. The stream's own OSError passes.
     """
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-    elif version in NPY_VERSIONS:
-        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    else:
-        raise NpyHeaderError("version", f"unknown .npy version {version}", version)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version not in NPY_VERSIONS:
+            raise NpyHeaderError("version", f"unknown .npy version {version}", version)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(f)
+    except (ValueError, SyntaxError, EOFError, TokenError) as err:  # NpyHeaderError is not a ValueError
+        detail = str(err.args[0]).splitlines()[0] if err.args and str(err.args[0]) else type(err).__name__
+        raise NpyHeaderError("damaged", f"damaged header ({detail})") from None
     header = NpyHeader(version, tuple(int(n) for n in shape), dtype)
     if dtype.hasobject:
         raise NpyHeaderError(

@@ -136,7 +136,10 @@ def _read_npy(f: IO[bytes], name: str) -> torch.Tensor:
     start = f.tell()
     _npy_header(f, name)
     f.seek(start)
-    return as_tensor(np.lib.format.read_array(f, allow_pickle=False))
+    try:
+        return as_tensor(np.lib.format.read_array(f, allow_pickle=False))
+    except (ValueError, EOFError) as err:  # the data is shorter than its header declares
+        raise MaskError(f"{name} is damaged: {str(err).splitlines()[0]}") from None
 
 
 def load_mask_file(path: str | os.PathLike) -> torch.Tensor:

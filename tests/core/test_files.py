@@ -68,11 +68,68 @@ def test_a_declared_size_over_the_budget_is_refused_before_the_data_is_read():
     assert read_npy_header(io.BytesIO(data)).shape == (10**6, 10**6)  # no budget given: the header is returned
 
 
-def test_unknown_versions_are_refused_and_damaged_headers_raise_numpys_error():
+def test_unknown_versions_and_damaged_headers_are_refused_with_a_reason():
     data = bytearray(_npy(np.zeros(3, np.float32)))
     data[6:8] = bytes((4, 0))
     with pytest.raises(NpyHeaderError, match=r"unknown \.npy version \(4, 0\)") as info:
         read_npy_header(io.BytesIO(bytes(data)))
     assert info.value.reason == "version" and info.value.header is None
-    with pytest.raises(ValueError, match="magic string is not correct"):
-        read_npy_header(io.BytesIO(b"not numpy at all"))
+
+
+def _damaged_headers() -> dict[str, bytes]:
+    good = _npy(np.zeros((2, 3), np.float32))
+    end = good.index(b"\n")
+    return {
+        # numpy's parser fails on each of these with a different exception type
+        "magic": b"not numpy at all",  # ValueError
+        "cut in the header": good[:20],  # ValueError (EOF)
+        "magic only": good[:8],  # ValueError (EOF in the length)
+        "unbalanced": good[:10] + b"garbage!!" + good[19:],  # tokenize.TokenError
+        "not a literal": good[:10] + b"{'descr': <f4}".ljust(end - 10) + good[end:],  # SyntaxError
+    }
+
+
+@pytest.mark.parametrize("what", list(_damaged_headers()))
+def test_a_damaged_header_is_refused_as_damaged_whatever_numpy_raises(what):
+    with pytest.raises(NpyHeaderError, match="damaged header") as info:
+        read_npy_header(io.BytesIO(_damaged_headers()[what]))
+    assert info.value.reason == "damaged" and info.value.header is None
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("what", list(_damaged_headers()))
+def test_damaged_files_give_the_readers_own_errors(what):
+    from models.attention_file import AttentionFileError
+    from models.attention_file import read as read_attention
+    from models.errors import MaskError
+    from models.masks.sources import load_mask_bytes
+
+    data = _damaged_headers()[what]
+    with pytest.raises(AttentionFileError, match="not a readable .npy array: damaged header"):
+        read_attention(data, name="maps.npy") if data[:6] == b"\x93NUMPY" else read_attention(_zip(data))
+    with pytest.raises(MaskError, match="m.npy is not a readable .npy file"):
+        load_mask_bytes(data, "m.npy")
+
+
+def test_data_shorter_than_its_header_declares_is_damaged():
+    from models.attention_file import AttentionFileError
+    from models.attention_file import read as read_attention
+    from models.errors import MaskError
+    from models.masks.sources import load_mask_bytes
+
+    maps = _npy(np.full((1, 1, 3, 3), 1 / 3, np.float32))[:-8]
+    with pytest.raises(AttentionFileError, match="maps.npy is damaged: EOF"):
+        read_attention(maps, name="maps.npy")
+    with pytest.raises(AttentionFileError, match="is damaged: EOF"):
+        read_attention(_zip(maps), name="maps.npz")
+    with pytest.raises(MaskError, match="m.npy is damaged: EOF"):
+        load_mask_bytes(_npy(np.ones((3, 3), bool))[:-4], "m.npy")
+
+
+def _zip(member: bytes) -> bytes:
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("attentions.npy", member)
+    return out.getvalue()
