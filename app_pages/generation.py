@@ -110,8 +110,10 @@ def main() -> None:
     except AttnVizError as err:
         st.error(t("gen.failed", reason=str(err)))
         return
-    for note in g.notes:
-        st.warning(t("gen.stopped", note=note))
+    if g.stop == "positions":
+        st.warning(t("gen.stop_positions", done=len(g.generated_ids), asked=n, limit=enc.config.max_positions))
+    elif g.stop == "end_of_text":
+        st.warning(t("gen.stop_end_of_text", done=len(g.generated_ids), asked=n, token=g.tokens[-1]))
     c = enc.config
     st.markdown(t("gen.result", prompt=prompt.strip(), text=g.text))
     ok = g.max_row_error is not None and g.max_row_error <= ROW_TOL

@@ -91,3 +91,22 @@ def test_generation_page_with_an_encoder_says_what_to_pick():
     at.switch_page("app_pages/generation.py").run()
     assert not at.exception
     assert any("random:gpt2-tiny" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+def test_generation_says_why_it_stopped_in_the_pages_language(lang):
+    """A prompt 4 positions short of the model's end: the stop notice is the page's own, in its language."""
+    from models import load_model
+
+    dec = load_model(MODEL, device="cpu")
+    limit = dec.config.max_positions
+    prompt = " ".join(["cat"] * 2000)
+    ids = dec.tokenizer(prompt, add_special_tokens=False)["input_ids"][: limit - 4]
+    prompt = dec.tokenizer.decode(ids)
+    assert len(dec.tokenizer(prompt, add_special_tokens=False)["input_ids"]) == limit - 4
+    at = open_page("generation", lang=lang)
+    at.text_area(key="gen_prompt").set_value(prompt).run()
+    at.number_input(key="gen_tokens").set_value(10).run()
+    assert not at.exception and not at.error
+    want = translate(lang, "gen.stop_positions", done=4, asked=10, limit=limit)
+    assert [w.value for w in at.warning] == [want]
