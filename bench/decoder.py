@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from bench.timing import alternate
 from models import load_model
 from models.weights import shipped_tokenizer
 
@@ -46,11 +46,6 @@ def text_of(tokenizer, n_tokens: int) -> str:
     text = tokenizer.decode(ids)
     assert len(tokenizer(text)["input_ids"]) == n_tokens, "the text does not round-trip to the same tokens"
     return text
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def main() -> None:
@@ -95,17 +90,9 @@ def main() -> None:
             text = text_of(tok, n)
             mine, (ref, _) = ours.encode(text), run_theirs(text)
             err = float((mine.attentions - torch.stack(ref)[:, 0]).abs().max())
-            t_ours, t_theirs = [], []
-            sides = [(ours.encode, t_ours), (run_theirs, t_theirs)]
-            for i in range(args.warmup + args.repeats):
-                for fn, bucket in sides if i % 2 else sides[::-1]:
-                    sync(device)
-                    t0 = time.perf_counter()
-                    fn(text)
-                    sync(device)
-                    if i >= args.warmup:
-                        bucket.append(time.perf_counter() - t0)
-            mo, mt = statistics.median(t_ours) * 1e3, statistics.median(t_theirs) * 1e3
+            mo, mt = alternate(
+                [partial(ours.encode, text), partial(run_theirs, text)], args.warmup, args.repeats, device
+            )
             print(f"{n:>6} {mo:>9.1f} {mt:>16.1f} {mo / mt:>6.2f} {err:>12.1e}")
 
 

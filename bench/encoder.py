@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from bench.timing import alternate
 from models import bundled_model_dir, load_encoder
 
 TARGETS = {128: 0.9, 512: 0.75}  # ours / transformers eager, on a CPU or a GPU alike
@@ -103,11 +104,6 @@ def gemm_floor(model, n_tokens: int, device: torch.device):
     return gemms, maps_memory
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="bert-base", help="bert-base (random weights, BERT-base shape) or a spec")
@@ -162,26 +158,15 @@ def main() -> None:
         )
         for n in [int(x) for x in args.lengths.split(",")]:
             text = text_of(tok, n)
-            t_ours, t_theirs, t_maps, t_gemm, t_mem = [], [], [], [], []
             gemms, maps_memory = gemm_floor(ours.model, n, device)
             sides = [
-                (ours.encode, t_ours),
-                (run_theirs, t_theirs),
-                (lambda s: ours.encode(s, hidden=False), t_maps),
-                (lambda s, f=gemms: f(), t_gemm),
-                (lambda s, f=maps_memory: f(), t_mem),
+                partial(ours.encode, text),
+                partial(run_theirs, text),
+                partial(ours.encode, text, hidden=False),
+                gemms,
+                maps_memory,
             ]
-            for i in range(args.warmup + args.repeats):
-                # Rotate who goes first: whatever the previous run leaves behind (allocator, caches) is shared.
-                k = i % len(sides)
-                for fn, bucket in sides[k:] + sides[:k]:
-                    sync(device)
-                    t0 = clock()
-                    fn(text)
-                    sync(device)
-                    if i >= args.warmup:
-                        bucket.append(clock() - t0)
-            mo, mt, mm, mg, mf = (statistics.median(t) * 1e3 for t in (t_ours, t_theirs, t_maps, t_gemm, t_mem))
+            mo, mt, mm, mg, mf = alternate(sides, args.warmup, args.repeats, device, clock)
             target = TARGETS.get(n)
             verdict = f"  target ≤ {target}: {'met' if mo / mt <= target else 'NOT met'}" if target else ""
             print(
