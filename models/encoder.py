@@ -190,7 +190,7 @@ class Encoder:
             if isinstance(module, SelfAttention):
                 module.fuse_qkv()
         # The checkpoint's masked-LM head (models.mlm.MlmHead), when it has one; head importance uses it.
-        self.mlm_head = mlm_head.eval().requires_grad_(False) if mlm_head is not None else None
+        self.mlm_head = _aligned(mlm_head.eval().requires_grad_(False)) if mlm_head is not None else None
         self.tokenizer = tokenizer
         self.device = device
         self.dtype = dtype
