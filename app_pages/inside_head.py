@@ -189,7 +189,8 @@ def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
         st.markdown(t(explain_key, **values))
         st.markdown(t("inside.shape", shape=lecture.shape(st_.shape), axes=", ".join(st_.axes)))
         st.code(st_.code, language="python", wrap_lines=True)
-        st.caption(t("inside.source_decoder" if s.kind == "decoder" else "inside.source"))
+        source = "source_decoder" if s.kind == "decoder" else "source_transposed" if st_.transposed else "source"
+        st.caption(t(f"inside.{source}"))
         st.code(st_.source, language="python", wrap_lines=True)
     figs = _figures(key, s, font)
     row = key == "transpose" or (slide and key in SIDE_BY_SIDE)

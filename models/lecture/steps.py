@@ -86,6 +86,9 @@ SOURCE = {
     "concat": "return ctxT.view(B, C, T).transpose(0, 1).reshape(C, B * T), probs",
     "w_o": "h = attn_out.LayerNorm(x.reshape(B * T, C) + linear_t(attn_out.dense, ctxT).t())  # (B·T, d_model)",
 }
+# The steps whose SOURCE line holds feature-major tensors (the page says so under those lines, and only those):
+# the layer's input, the mask and the softmax act on the same (batch, seq, …) tensors as the tutorial's code.
+TRANSPOSED = frozenset(SOURCE) - {"input", "mask", "softmax"}
 
 # A decoder's steps (GPT-2): the same path, with its own modules. The attention's input is ln_1 of the layer
 # input (pre-LN); Q, K, V come from one c_attn split three ways; the mask step uses the model's own tril buffer.
@@ -123,6 +126,7 @@ class Step:
     axes: tuple[str, ...]  # the names of shape's axes
     code: str  # as executed by head_steps
     source: str  # the line(s) of models/bert.py that make the same tensor
+    transposed: bool = False  # source computes it feature-major (Qᵀ where code has Q): see TRANSPOSED
 
 
 @dataclass
@@ -338,7 +342,7 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
         tokens=list(out.tokens),
         n_heads=int(attn.n_heads),
         d_k=int(attn.d_k),
-        steps=[Step(key, shapes[key], AXES[key], CODE[key], SOURCE[key]) for key in STEP_KEYS],
+        steps=[Step(key, shapes[key], AXES[key], CODE[key], SOURCE[key], key in TRANSPOSED) for key in STEP_KEYS],
         x=x,
         q_row=q_row,
         q=q,

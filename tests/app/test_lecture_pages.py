@@ -216,3 +216,13 @@ def test_stale_or_broken_url_values_are_clamped():
     assert not at.exception and not at.error
     assert at.session_state["layer"] == 5 and at.session_state["head"] == 11 and at.session_state["query"] == 15
     assert any("Step 1 of 13" in m.value for m in at.markdown)
+
+
+def test_inside_a_head_says_feature_major_only_under_transposed_source_lines():
+    # The encoder's lines for the layer's input, the mask and the softmax hold the tutorial's own layout; the
+    # other eight hold Qᵀ, Kᵀ, Vᵀ or (probs·V)ᵀ, and only those get the caption that says so.
+    at = open_page("inside")
+    captions = [str(c.value) for c in at.caption]
+    plain, transposed = translate("en", "inside.source"), translate("en", "inside.source_transposed")
+    assert plain != transposed
+    assert captions.count(plain) == 3 and captions.count(transposed) == 8, captions
