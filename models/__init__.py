@@ -3,6 +3,7 @@
 import warnings
 
 from .bert import BertModel
+from .capabilities import Capabilities
 from .config import BertConfig, GPT2Config
 from .encoder import Encoder, EncoderOutput, TruncationWarning
 from .errors import (
@@ -18,7 +19,7 @@ from .errors import (
 )
 from .gpt2 import GPT2Model, KVCache
 from .masks.harness import AttentionReport, assert_attention, check_attention
-from .weights import bundled_model_dir, load_encoder, load_model, spec_kind
+from .weights import bundled_model_dir, load_encoder, load_model, spec_capabilities, spec_kind
 
 
 def __getattr__(name: str) -> object:
@@ -35,6 +36,7 @@ __all__ = [
     "BudgetError",
     "BertConfig",
     "BertModel",
+    "Capabilities",
     "DeviceError",
     "Encoder",
     "EncoderOutput",
@@ -53,5 +55,6 @@ __all__ = [
     "check_attention",
     "load_encoder",
     "load_model",
+    "spec_capabilities",
     "spec_kind",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import ModelLoadError, UnsupportedArchitectureError
 from .settings import check_model_shape
@@ -17,6 +17,7 @@ SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu"
 
 @dataclass(frozen=True)
 class BertConfig:
+    model_type: ClassVar[str] = "bert"  # config.json's, the family registry's key
     vocab_size: int = 30522  # WordPiece vocabulary of bert-base-uncased (and of all-MiniLM-L6-v2)
     d_model: int = 768  # hidden_size: width of the residual stream
     n_layers: int = 12  # num_hidden_layers
@@ -109,6 +110,8 @@ MAX_DECODER_POSITIONS = 16_384  # the tril buffer, shared by all blocks, is then
 @dataclass(frozen=True)
 class GPT2Config:
     """A GPT-2 decoder's shape, with the field names BertConfig uses so that pages and analyses read either."""
+
+    model_type: ClassVar[str] = "gpt2"
 
     vocab_size: int = 50257  # byte-level BPE of the released GPT-2 checkpoints
     d_model: int = 768  # n_embd

@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from . import settings
+from . import families, settings
 from .bert import INTERNAL_NAMES, BertModel, SelfAttention
+from .capabilities import Capabilities
 from .config import BertConfig, GPT2Config
 from .errors import InputError, MaskError
 from .gpt2 import GPT2Model
@@ -71,6 +72,7 @@ class EncoderOutput:
     # with these and show the raw token on hover.
     display_tokens: list[Any] = field(default_factory=list)
     kind: str = "encoder"  # "encoder" (bidirectional, BERT) or "decoder" (causal, GPT-2)
+    capabilities: Capabilities = field(default_factory=Capabilities)  # what the model can do: ask these
 
     @property
     def is_decoder(self) -> bool:
@@ -184,6 +186,7 @@ class Encoder:
         spec: str,
         source: str = "",
         mlm_head: nn.Module | None = None,
+        capabilities: Capabilities | None = None,
     ):
         self.model = _aligned(model.eval().requires_grad_(False))
         for module in self.model.modules():  # after loading, moving and casting: W_q, W_k, W_v become one weight
@@ -197,6 +200,11 @@ class Encoder:
         self.name = name  # shown to people, e.g. "all-MiniLM-L6-v2 (bundled)"
         self.spec = spec  # what the user typed: "minilm", an HF id, a folder, "random:tiny"
         self.source = source  # where the weights came from (a folder, the HF cache, "random seed 0")
+        # What this model can do and how its tokens read (models.families): pages and analyses ask these.
+        caps = capabilities or families.capabilities(model.config, tokenizer)
+        if caps.lm_head == "masked" and self.mlm_head is None:
+            caps = caps.with_(lm_head="none")  # a BERT checkpoint saved without its masked-LM head
+        self.capabilities: Capabilities = caps
 
     @property
     def config(self) -> BertConfig | GPT2Config:
@@ -400,6 +408,7 @@ class Encoder:
             tokens=batch.tokens,
             display_tokens=[display_tokens(row, byte_level=self.is_decoder) for row in batch.tokens],
             kind=self.kind,
+            capabilities=self.capabilities,
             input_ids=input_ids,
             token_type_ids=token_type_ids,
             attentions=attentions,

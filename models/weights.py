@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 import torch
 
 from .bert import BertModel
+from .capabilities import Capabilities
 from .config import BertConfig, GPT2Config, config_from_hf, read_config_json
 from .device import resolve_device, resolve_dtype
 from .encoder import Encoder
@@ -376,31 +377,53 @@ def _load_decoder_tokenizer(source: str | Path) -> Any:
     return tok
 
 
-def spec_kind(spec: str) -> str:
-    """Return "decoder" or "encoder" for a model spec without loading weights (config.json only; "encoder" when
-    that cannot be told offline): the app's sidebar uses it to offer a second sentence to encoders only."""
+def spec_capabilities(spec: str) -> Capabilities:
+    """Return a spec's capabilities from its config alone, without loading weights (a BERT-like default when that
+    cannot be told offline): the sidebar uses it to offer a second sentence and the right masks at once."""
+    from . import families
+
     s = (spec or "").strip()
     try:
         check_model(s)  # a spec the operator did not allow is not even looked at
     except ModelLoadError:
-        return "encoder"
-    if s.lower().startswith("random:"):
-        return "decoder" if s.lower().split(":", 1)[1].strip() in RANDOM_GPT2_CONFIGS else "encoder"
-    if s.lower() in BUNDLED_ALIASES:
-        return "encoder"
+        return Capabilities()
     try:
-        path = Path(os.path.expanduser(s))
-        if path.is_dir() and (path / "config.json").is_file():
-            hf = read_config_json(path / "config.json")
-        elif _HF_ID.match(s):
-            from transformers import AutoConfig
-
-            hf = AutoConfig.from_pretrained(s, local_files_only=True, trust_remote_code=False).to_dict()
+        if s.lower().startswith("random:"):
+            key = s.lower().split(":", 1)[1].strip()
+            if key in RANDOM_GPT2_CONFIGS:
+                hf = {"model_type": "gpt2", "vocab_size": 50257, **RANDOM_GPT2_CONFIGS[key]}
+                return families.capabilities(GPT2Config.from_hf(hf))
+            if key in RANDOM_CONFIGS:
+                shape = RANDOM_CONFIGS[key]
+                return families.capabilities(
+                    BertConfig(
+                        d_model=shape["hidden_size"],
+                        n_layers=shape["num_hidden_layers"],
+                        n_heads=shape["num_attention_heads"],
+                        d_ff=shape["intermediate_size"],
+                    )
+                )
+            return Capabilities()
+        if s.lower() in BUNDLED_ALIASES:
+            hf = read_config_json(bundled_model_dir() / "config.json")
         else:
-            return "encoder"
+            path = Path(os.path.expanduser(s))
+            if path.is_dir() and (path / "config.json").is_file():
+                hf = read_config_json(path / "config.json")
+            elif _HF_ID.match(s):
+                from transformers import AutoConfig
+
+                hf = AutoConfig.from_pretrained(s, local_files_only=True, trust_remote_code=False).to_dict()
+            else:
+                return Capabilities()
+        return families.capabilities(config_from_hf(hf))
     except Exception:  # noqa: BLE001 - unknown here: the loader will say why, on the page
-        return "encoder"
-    return "decoder" if hf.get("model_type") == "gpt2" else "encoder"
+        return Capabilities()
+
+
+def spec_kind(spec: str) -> str:
+    """Return "decoder" or "encoder" for a spec without loading weights (see spec_capabilities)."""
+    return "decoder" if spec_capabilities(spec).causal else "encoder"
 
 
 def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype: str = "fp32") -> Encoder:
