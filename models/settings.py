@@ -48,6 +48,14 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("max_generate", 256, "tokens", "new tokens one generation may add"),
     Budget("cache_mb", 2048, "MB", "all result caches of the app together, evicted by bytes"),
     Budget("heavy_slots", 2, "computations", "heavy computations at once per server; others wait for a free slot"),
+    Budget(
+        "max_token_heads",
+        2_500_000,
+        "token-heads",
+        "one long text: tokens × layers × heads (SmolLM2's 270 heads at 8,192 tokens are 2.2 million)",
+    ),
+    Budget("dense_maps_mb", 256, "MB", "every map of one text kept whole below this; above it maps are made on demand"),
+    Budget("max_map_mb", 1024, "MB", "maps made at once from a long text (one head, a block of rows, a window)"),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -81,6 +89,9 @@ class Settings:
     max_generate: int
     cache_mb: int
     heavy_slots: int
+    max_token_heads: int
+    dense_maps_mb: int
+    max_map_mb: int
 
     @property
     def max_upload_bytes(self) -> int:
