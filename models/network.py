@@ -213,6 +213,7 @@ class Network(nn.Module):
         fill: float | None = None,
         on_demand: bool = False,
         keep_layers: Collection[int] | None = None,
+        progress: Callable[[float], None] | None = None,
     ) -> ForwardResult:
         """Run the network.
 
@@ -231,10 +232,13 @@ class Network(nn.Module):
         fill: the score hidden keys get; None = finfo.min (the mask checker passes -inf to show what it does).
         on_demand: long inputs (one text): no map is kept whole; rows run in blocks and each kept layer keeps its
             queries, keys and log-sum-exps, so attentions is an OnDemandMaps (models.maps) that makes any map
-            exactly when asked. keep_layers: only these layers' maps can be read later (all when None).
+            exactly when asked. keep_layers: only these layers' maps can be read later (all when None); progress:
+            called with the fraction of layers done.
         """
         if on_demand:
-            return self._forward_on_demand(input_ids, token_type_ids, keep, head_gates, maps_only, keep_layers)
+            return self._forward_on_demand(
+                input_ids, token_type_ids, keep, head_gates, maps_only, keep_layers, progress
+            )
         rec = Recorder() if record else None
         B, T = input_ids.shape  # batch, new positions
         S = (cache.seq if cache is not None else 0) + T  # keys
@@ -278,6 +282,7 @@ class Network(nn.Module):
         head_gates: torch.Tensor | None,
         maps_only: bool,
         keep_layers: Collection[int] | None,
+        progress: Callable[[float], None] | None = None,
     ) -> ForwardResult:
         """The forward of one long text: rows in blocks of ROW_BLOCK, the maps of kept layers on demand."""
         B, T = input_ids.shape  # batch, seq
@@ -285,6 +290,8 @@ class Network(nn.Module):
             raise ValueError("maps on demand are for one text at a time")
         cfg = self.config
         kept = set(range(cfg.n_layers)) if keep_layers is None else {int(i) for i in keep_layers}
+        if not kept or not kept <= set(range(cfg.n_layers)):
+            raise ValueError(f"layers to keep must be among 0–{cfg.n_layers - 1}, got {sorted(kept)}")
         lse = {i: torch.empty(1, cfg.n_heads, T, dtype=torch.float32, device=input_ids.device) for i in kept}
         caught: dict[int, dict[str, torch.Tensor]] = {i: {} for i in kept}
 
@@ -310,6 +317,8 @@ class Network(nn.Module):
         causal = False
         for i, (x, _) in enumerate(self.iter_layers(input_ids, token_type_ids, keep, options=options)):
             outputs = [x]
+            if progress is not None:
+                progress((i + 1) / cfg.n_layers)
             if i == 0:
                 inputs = self.prepare(input_ids[:, :1], None, 0, None, None)  # tells causality and windows
                 causal, windows = inputs.causal, inputs.windows
