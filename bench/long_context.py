@@ -117,11 +117,11 @@ def main() -> None:
                      "--out", str(Path(tmp) / "stats.json"), "--device", args.device]
                 )  # fmt: skip
 
-            def run_ours():
+            def run_ours(ids=ids):
                 with torch.inference_mode():
                     return ours.model(ids, on_demand=True, maps_only=True).attentions
 
-            def run_theirs():
+            def run_theirs(ids=ids):
                 with torch.inference_mode():
                     return theirs.model(input_ids=ids).last_hidden_state
 
