@@ -16,7 +16,7 @@ import streamlit as st
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout
 from models.attention_file import AttentionMaps
-from ui import controls, debug, results, source, state
+from ui import controls, debug, long_text, results, source, state
 from ui.sidebar import current_encoder, current_maps
 from ui.state import t
 from viz.aggregate import token_bars
@@ -518,6 +518,10 @@ def main() -> None:
         )
     if out.capabilities.causal and not source.is_file(out):
         st.caption(t("explore.decoder_note"))
+    if getattr(out, "on_demand", False):  # a long text: maps on demand, pooled views and exact windows
+        long_text.explore(out, view or "overview", layer, head)
+        state.sync_url("explore", hidden=("part",))
+        return
     attn = np.asarray(out.attentions)  # (layers, heads, q_pos, k_pos) float32, from torch or numpy alike
     if source.is_cross(out):  # rows are the queries' sequence, columns the keys'
         part = Part(np.arange(attn.shape[-2]), np.arange(attn.shape[-1]))

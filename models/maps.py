@@ -161,31 +161,24 @@ class OnDemandMaps:
         self._require(self.n_heads * (r1 - r0) * self.n_k, f"rows {r0}–{r1} of layer {layer}")
         return self.block(layer, slice(None), r0, r1)
 
-    def pooled(self, layer: int, head: int, size: int = 256, how: str = "max") -> torch.Tensor:
-        """Return one head's map pooled to at most size × size cells: each cell the max (or mean) of its block.
+    def pooled(self, layer: int, head: int | None = None, size: int = 256, how: str = "max") -> torch.Tensor:
+        """Return one head's map pooled to at most size × size cells, (qb, kb); every head's, (heads, qb, kb),
+        when head is None. Each cell is the max (or mean) of its block of tokens (see `pool_factor`).
 
-        Streamed over row blocks: the whole map never exists at once. "mean" pools each block of keys by its sum
-        and each block of queries by its mean, so pooled rows still sum to 1 (a distribution over key blocks).
+        Streamed over row blocks: a whole map never exists at once. "mean" sums each block of keys and averages
+        each block of queries, so pooled rows still sum to 1 (a distribution over key blocks).
         """
-        f = max(1, math.ceil(max(self.n_q, self.n_k) / size))
-        qb, kb = math.ceil(self.n_q / f), math.ceil(self.n_k / f)
-        out = torch.zeros(qb, kb, dtype=torch.float32)
+        f = pool_factor(self.n_q, self.n_k, size)
+        heads = slice(None) if head is None else [head]
+        n_h = self.n_heads if head is None else 1
+        qb, kb = -(-self.n_q // f), -(-self.n_k // f)
+        out = torch.zeros(n_h, qb, kb, dtype=torch.float32)
         step = max(f, (ROW_BLOCK // f) * f)
         for r0 in range(0, self.n_q, step):
             r1 = min(self.n_q, r0 + step)
-            block = self.block(layer, [head], r0, r1)[0].cpu()  # (rows, k_pos)
-            pad_r, pad_k = (-(r1 - r0)) % f, (-self.n_k) % f
-            if pad_r or pad_k:
-                block = torch.nn.functional.pad(block, (0, pad_k, 0, pad_r))
-            tiles = block.view(-1, f, kb, f)  # (row blocks, f, key blocks, f)
-            if how == "max":
-                out[r0 // f : r0 // f + tiles.shape[0]] = tiles.amax(dim=(1, 3))
-            else:
-                n_rows = torch.full((tiles.shape[0],), float(f))
-                if pad_r:
-                    n_rows[-1] = f - pad_r
-                out[r0 // f : r0 // f + tiles.shape[0]] = tiles.sum(dim=(1, 3)) / n_rows[:, None]
-        return out
+            block = self.block(layer, heads, r0, r1).cpu()  # (h, rows, k_pos)
+            out[:, r0 // f : r0 // f + -(-(r1 - r0) // f)] = pool_block(block, f, how)
+        return out[0] if head is not None else out
 
     def __getitem__(self, index: Any) -> torch.Tensor:
         """Return maps[layer], maps[layer, head], maps[layer, head, rows] or maps[layer, head, rows, cols]."""
@@ -225,6 +218,26 @@ class OnDemandMaps:
         if missing:
             raise BudgetError(f"layers {missing[:5]} were not kept: only {sorted(self.layers)} can be read")
         return torch.stack([self[i] for i in range(self.n_layers)])
+
+
+def pool_factor(n_q: int, n_k: int, size: int) -> int:
+    """Return how many tokens one pooled cell covers along each axis so that n_q × n_k fits size × size."""
+    return max(1, math.ceil(max(n_q, n_k) / size))
+
+
+def pool_block(block: torch.Tensor, f: int, how: str = "max") -> torch.Tensor:
+    """Return (h, ⌈rows/f⌉, ⌈keys/f⌉) from (h, rows, keys): max of each f × f block, or its key sum / row count."""
+    h, R, K = block.shape
+    pad_r, pad_k = (-R) % f, (-K) % f
+    if pad_r or pad_k:
+        block = torch.nn.functional.pad(block, (0, pad_k, 0, pad_r))
+    tiles = block.view(h, -1, f, block.shape[-1] // f, f)  # (h, row blocks, f, key blocks, f)
+    if how == "max":
+        return tiles.amax(dim=(2, 4))
+    counts = torch.full((tiles.shape[1],), float(f))
+    if pad_r:
+        counts[-1] = f - pad_r
+    return tiles.sum(dim=(2, 4)) / counts[None, :, None]
 
 
 def window_mask(n_q: int, n_k: int, window: int | None) -> torch.Tensor:

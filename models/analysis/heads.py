@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..encoder import EncoderOutput
-from ..maps import ROW_BLOCK, OnDemandMaps
+from ..maps import ROW_BLOCK, OnDemandMaps, pool_block, pool_factor
 from ..tokens import byte_level_to_text, display_tokens
 
 # Label thresholds (Clark et al.): a share above these makes the head that kind of head.
@@ -780,8 +780,8 @@ def _analyse_on_demand(out: EncoderOutput, maps: OnDemandMaps, roles: Roles) -> 
     needs every head's output, is NaN.
     """
     L, H, T, K = maps.shape
-    f = max(1, math.ceil(max(T, K) / POOL))
-    qb, kb = math.ceil(T / f), math.ceil(K / f)
+    f = pool_factor(T, K, POOL)
+    qb, kb = -(-T // f), -(-K // f)
     step = max(f, (ROW_BLOCK // f) * f)
     terms: Terms | None = None
     pooled = torch.zeros(L, H, qb, kb, dtype=torch.float32)
@@ -791,13 +791,7 @@ def _analyse_on_demand(out: EncoderOutput, maps: OnDemandMaps, roles: Roles) -> 
             r1 = min(T, r0 + step)
             block = maps.rows(layer, r0, r1)  # (H, R, K)
             layer_terms = add_terms(layer_terms, row_terms(block[None, None].to(roles.real.device), roles, r0))
-            pad_r, pad_k = (-(r1 - r0)) % f, (-K) % f
-            padded = torch.nn.functional.pad(block.cpu(), (0, pad_k, 0, pad_r))
-            cells = padded.view(H, -1, f, kb, f).sum(dim=(2, 4))  # (H, row cells, key cells): mass per cell
-            counts = torch.full((cells.shape[1],), float(f))
-            if pad_r:
-                counts[-1] = f - pad_r
-            pooled[layer, :, r0 // f : r0 // f + cells.shape[1]] = cells / counts[None, :, None]
+            pooled[layer, :, r0 // f : r0 // f + -(-(r1 - r0) // f)] = pool_block(block.cpu(), f, "mean")
         assert layer_terms is not None
         # One layer's terms are (1, 1, H): lay the layers side by side.
         terms = (
