@@ -32,6 +32,11 @@ def capabilities(spec: str) -> Capabilities:
     return spec_capabilities(spec)
 
 
+def long_text(sel: Selection) -> bool:
+    """Return whether the selection's text is long enough for maps on demand (no internals, no importance)."""
+    return not model(sel).fits_dense(sel.text, sel.text_b if model(sel).capabilities.pairs else None)
+
+
 def model(sel: Selection) -> Encoder:
     """Return the selection's loaded model."""
     return encoder(sel.model, sel.device, sel.dtype)

@@ -158,6 +158,8 @@ def test_cli_exports_chosen_layers_and_heads_of_a_long_text(windowed, tmp_path, 
     assert d["hidden_states"].shape == (T, 64)
     np.testing.assert_allclose(d["attentions"].sum(-1), 1.0, atol=1e-5)
     assert main(["export", "--model", windowed, "--text-file", str(text), "--layers", "9", "--out", str(out)]) == 2
-    assert main(["stats", "--model", windowed, "--text-file", str(text), "--json", "--out", str(tmp_path / "s.json")]) == 0
+    assert (
+        main(["stats", "--model", windowed, "--text-file", str(text), "--json", "--out", str(tmp_path / "s.json")]) == 0
+    )
     doc = json.loads((tmp_path / "s.json").read_text())
     assert len(doc["heads"]) == 12 and doc["kind"] == "decoder"
