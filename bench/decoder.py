@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from bench.results import Record, load_average, variant
 from bench.timing import alternate
 from models import load_model
 from models.weights import shipped_tokenizer
@@ -86,7 +87,22 @@ def main() -> None:
             f"device {device}; torch {torch.__version__}; threads {torch.get_num_threads()}"
         )
         print(f"{'tokens':>6} {'ours ms':>9} {'transformers ms':>16} {'ratio':>6} {'max |Δattn|':>12}")
-        for n in [int(x) for x in args.lengths.split(",")]:
+        shape = "GPT-2 small shape" if args.model == "gpt2-small-shape" else ours.name
+        rec = Record(
+            variant(
+                "decoder",
+                None if args.model == "gpt2-small-shape" else args.model,
+                None if device.type == "cpu" else device.type,
+            ),
+            f"Our GPT-2 decoder against transformers' eager GPT2Model ({shape}, {device})",
+        )
+        table = rec.table(
+            f"{shape}: {c.n_layers} layers, {c.n_heads} heads, d_model {c.d_model}; medians of {args.repeats}",
+            ["tokens", "ours ms", "transformers ms", "ratio", "max |Δattn|"],
+        )
+        lengths = [int(x) for x in args.lengths.split(",")]
+        curve: dict[str, list[float]] = {"ours": [], "transformers": []}
+        for n in lengths:
             text = text_of(tok, n)
             mine, (ref, _) = ours.encode(text), run_theirs(text)
             err = float((mine.attentions - torch.stack(ref)[:, 0]).abs().max())
@@ -94,6 +110,17 @@ def main() -> None:
                 [partial(ours.encode, text), partial(run_theirs, text)], args.warmup, args.repeats, device
             )
             print(f"{n:>6} {mo:>9.1f} {mt:>16.1f} {mo / mt:>6.2f} {err:>12.1e}")
+            table.add(n, mo, mt, mo / mt, f"{err:.1e}")
+            curve["ours"].append(mo)
+            curve["transformers"].append(mt)
+            if n == 512:
+                rec.headline(f"decoder ÷ transformers eager, {n} tokens, {shape}, {device}", mo / mt, "×", "≤ 1.0",
+                             mo / mt <= 1.0)  # fmt: skip
+        rec.series(f"Decoder time against tokens ({shape}, {device})", "tokens", "ms", lengths, curve)
+        rec.note(
+            f"torch {torch.__version__}, {torch.get_num_threads()} threads; load average {load_average()} at the end"
+        )
+        rec.save()
 
 
 if __name__ == "__main__":
