@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,})(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)(?P=fence) *$", re.M | re.S)
+FENCE = re.compile(
+    r"^(?P<indent> *)(?P<fence>`{3,})(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)(?P=fence) *$", re.M | re.S
+)
 NOT_RUN = ("# runs until Ctrl+C", "# takes minutes")
 EXIT = re.compile(r"#\s*exit (\d+)\b")
 

@@ -109,7 +109,9 @@ def test_page_commands_run(page: Path, tmp_path: Path):
                 continue
             if r.returncode != cmd.exit:
                 tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-                failures.append(f"{b.where()}: exit {r.returncode}, meant {cmd.exit}: {cmd.text}\n    " + "\n    ".join(tail))
+                failures.append(
+                    f"{b.where()}: exit {r.returncode}, meant {cmd.exit}: {cmd.text}\n    " + "\n    ".join(tail)
+                )
     print(f"{page.relative_to(ROOT)}: {ran} commands run; skipped: {skipped or 'none'}")
     assert not failures, "\n".join(failures)
     fixed = [f"{text}  ({issue})" for text, ok, issue in known if ok]
