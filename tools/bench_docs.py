@@ -94,11 +94,9 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     raw = (hi - lo) / n
     mag = 10 ** math.floor(math.log10(raw))
     step = next(s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks, v = [], start
-    while v <= hi + step / 2:
-        ticks.append(round(v, 10))
-        v += step
+    ticks = [math.floor(lo / step) * step]
+    while ticks[-1] < hi - 1e-9 * step:
+        ticks.append(round(ticks[-1] + step, 10))
     return ticks
 
 

@@ -51,8 +51,8 @@ MOVED = {
 }
 # Pages of the lecture section and of Generation, which the old sections above split into.
 ALSO = {
-    "pages/memory.md": "The tutorial's formulas",
-    "pages/troubleshooting.md": "The tutorial's eight-row table",
+    "pages/memory.md": "the peak memory of our\nencoder's forward measured on the current device",
+    "pages/troubleshooting.md": "a planted transposed causal mask",
     "pages/generation.md": "with our own KV cache",
     "pages/corpus.md": "`examples/corpus_en.txt` has 60",
 }
