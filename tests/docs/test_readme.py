@@ -118,3 +118,14 @@ def test_ci_installs_and_tests_exactly_as_readme_says():
     assert "-r requirements.txt" in dev
     assert [p for step in app if (p := _pip(step))] == [["torch==2.13.0"], ["-e", "."]]
     assert app[-1] == "streamlit run app.py"
+
+
+def test_settings_page_lists_every_budget_with_its_default():
+    """docs/settings.md's table holds every variable of models/settings.py with the default the code uses."""
+    from models.settings import table
+
+    text = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `ATTENTION_LENS_")}
+    for variable, _unit, default, _what in table():
+        assert f"`{variable}`" in rows, f"{variable} is missing from docs/settings.md"
+        assert default in rows[f"`{variable}`"], f"{variable}: docs/settings.md does not say its default {default}"
