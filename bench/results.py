@@ -182,14 +182,24 @@ class Record:
         return save(self.name, self.figures())
 
 
+def _command() -> str:
+    """Return the command line that reran this bench: the settings it ran under (ATTENTION_LENS_*, OMP), then argv."""
+    env = [
+        f"{k}={shlex.quote(v)}"
+        for k, v in sorted(os.environ.items())
+        if (k.startswith("ATTENTION_LENS_") and k != "ATTENTION_LENS_BENCH_RESULTS") or k == "OMP_NUM_THREADS"
+    ]
+    argv = [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]
+    return " ".join([*env, "python", *(shlex.quote(a) for a in argv)])
+
+
 def save(name: str, figures: dict[str, Any], command: str | None = None) -> Path:
     """Write bench/results/NAME.json (figures, machine, date, command, commit) and return its path."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     doc = {
         "bench": name,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": command
-        or "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]),
+        "command": command or _command(),
         "commit": _commit(),
         "machine": machine(),
         "figures": figures,
