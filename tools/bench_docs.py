@@ -25,9 +25,23 @@ PAGE = ROOT / "docs" / "benchmarks.md"
 IMG = ROOT / "docs" / "img"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- headline:begin -->", "<!-- headline:end -->"
-# Sections in this order; any other result file follows, by name.
-ORDER = ["encoder", "encoder-minilm", "decoder", "memory", "heads", "masks", "attention_file", "render", "serve",
-         "hostile", "profile_server", "profile_app"]  # fmt: skip
+# Every bench's section, in this order, with the command that makes its file: a bench not run yet still has its
+# section (and anchor), saying so. Any other result file follows, by name.
+PLANNED = {
+    "encoder": "python bench/encoder.py",
+    "encoder-minilm": "python bench/encoder.py --model minilm",
+    "decoder": "python bench/decoder.py",
+    "memory": "python bench/memory.py",
+    "heads": "python bench/heads.py",
+    "masks": "python bench/masks.py",
+    "attention_file": "python bench/attention_file.py",
+    "render": "python bench/render.py",
+    "serve": "python bench/serve.py",
+    "hostile": "python bench/hostile.py",
+    "profile_server": "python bench/profile_server.py",
+    "profile_app": "python bench/profile_app.py",
+}
+ORDER = list(PLANNED)
 COLOURS = ["#1f4e9c", "#d1495b", "#2a9d8f", "#e9a23b", "#6a4c93"]
 
 
@@ -82,7 +96,10 @@ def machine_line(doc: dict[str, Any]) -> str:
 
 def table_md(t: dict[str, Any]) -> list[str]:
     out = [f"**{t['title']}**", "", "| " + " | ".join(fmt(c) for c in t["columns"]) + " |"]
-    out.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(t["columns"]))) + "|")
+    numeric = [
+        all(isinstance(row[i], int | float) or row[i] is None for row in t["rows"]) for i in range(len(t["columns"]))
+    ]
+    out.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     out += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in t["rows"]]
     return out + [""]
 
@@ -191,7 +208,18 @@ def render(docs: list[dict[str, Any]]) -> tuple[str, dict[Path, str], str]:
     page += ["## Headline figures", "", "| figure | measured | target | command |", "|---|---:|---|---|"]
     page += headline_rows(docs, first_only=False) + [""]
     svgs: dict[Path, str] = {}
-    for d in docs:
+    have = {d["bench"] for d in docs}
+    missing = [{"bench": name, "missing": True, "command": cmd} for name, cmd in PLANNED.items() if name not in have]
+    rank = {name: i for i, name in enumerate(ORDER)}
+    for d in sorted(docs + missing, key=lambda d: (rank.get(d["bench"], len(ORDER)), d["bench"])):
+        if d.get("missing"):
+            page += [
+                f"## {d['bench']}",
+                "",
+                f"Not run yet: `{d['command']}` writes `bench/results/{d['bench']}.json`.",
+                "",
+            ]
+            continue
         f = d["figures"]
         page += [f"## {d['bench']}", "", f"{f.get('title', '')}.", ""]
         page += [f"`{d['command']}` — {d['date']}, commit `{d['commit']}`; {machine_line(d)}.", ""]
