@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from bench.results import save
+from bench.results import Record, load_average
 from bench.timing import alternate
 from models import load_model
 from models.lecture.generate import generate
@@ -164,7 +164,49 @@ def main() -> None:
         for spec in [s.strip() for s in args.model.split(",") if s.strip()]:
             lengths = [int(x) for x in (args.lengths or LENGTHS.get(spec, "128,512,1024")).split(",")]
             results.append(bench_model(spec, lengths, args, Path(tmp)))
-    save("decoder", {"models": results, "load_average": os.getloadavg()[0]})
+    rec = Record("decoder", "Our decoders (GPT-2, the Llama family) against transformers' eager models")
+    for r in results:
+        t = rec.table(
+            f"{r['model']}: forward with every attention",
+            ["tokens", "ours ms", "transformers ms", "ratio", "max |Δattn|"],
+        )
+        for row in r["forward"]:
+            t.add(row["tokens"], row["ours_ms"], row["transformers_ms"], row["ratio"], row["max_abs_diff"])
+            rec.headline(
+                f"decoder ÷ transformers eager, {row['tokens']} tokens, {r['model']}",
+                row["ratio"],
+                "×",
+                f"≤ {TARGET}",
+                row["ratio"] <= TARGET,
+            )
+        rec.series(
+            f"Decoder time against tokens ({r['model']})",
+            "tokens",
+            "ms",
+            [row["tokens"] for row in r["forward"]],
+            {
+                "ours": [row["ours_ms"] for row in r["forward"]],
+                "transformers": [row["transformers_ms"] for row in r["forward"]],
+            },
+        )
+        g = r["generation"]
+        if g is not None:
+            gt = rec.table(
+                f"{r['model']}: generation with a KV cache",
+                ["prompt tokens", "new tokens", "ours tokens/s", "transformers tokens/s", "time ratio", "same tokens"],
+            )
+            gt.add(
+                g["prompt_tokens"],
+                g["new_tokens"],
+                g["ours_tokens_per_s"],
+                g["transformers_tokens_per_s"],
+                g["ratio"],
+                g["same_tokens"],
+            )
+            rec.headline(f"generation time ÷ transformers generate, {r['model']}", g["ratio"], "×", f"≤ {TARGET}",
+                         g["ratio"] <= TARGET)  # fmt: skip
+    rec.note(f"load average {load_average()} at the end of the run")
+    rec.save()
 
 
 if __name__ == "__main__":

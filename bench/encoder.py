@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from bench.results import Record, load_average, variant
 from bench.timing import alternate
 from models import bundled_model_dir, load_encoder
 
@@ -145,6 +146,21 @@ def main() -> None:
                 return attn, out.last_hidden_state.cpu()
 
         c = ours.config
+        shape = "BERT-base shape" if args.model == "bert-base" else ours.name
+        rec = Record(
+            variant(
+                "encoder",
+                None if args.model == "bert-base" else args.model,
+                None if device.type == "cpu" else device.type,
+            ),
+            f"Our encoder against transformers' eager BertModel ({shape}, {device})",
+        )
+        table = rec.table(
+            f"{shape}: {c.n_layers} layers, {c.n_heads} heads, d_model {c.d_model}, d_k {c.d_k}; medians of {args.repeats}",
+            ["tokens", "ours ms", "transformers ms", "ratio", "maps only ms", "ratio", "GEMMs ms", "ratio",
+             "+ maps memory ms", "ratio", "target"],
+        )  # fmt: skip
+        curve: dict[str, list[float]] = {"ours": [], "transformers": [], "GEMMs + maps memory (the floor)": []}
         print(
             f"model {ours.name}: {c.n_layers} layers, {c.n_heads} heads, d_model {c.d_model}, d_k {c.d_k}; "
             f"device {device}; torch {torch.__version__}; threads {torch.get_num_threads()}; {args.clock} clock; "
@@ -154,7 +170,8 @@ def main() -> None:
             f"{'tokens':>6} {'ours ms':>9} {'transformers ms':>16} {'ratio':>6}   {'maps only ms':>12} {'ratio':>6}"
             f"   {'GEMMs ms':>8} {'ratio':>6}   {'+ maps memory ms':>16} {'ratio':>6}"
         )
-        for n in [int(x) for x in args.lengths.split(",")]:
+        lengths = [int(x) for x in args.lengths.split(",")]
+        for n in lengths:
             text = text_of(tok, n)
             gemms, maps_memory = gemm_floor(ours.model, n, device)
             sides = [
@@ -171,6 +188,20 @@ def main() -> None:
                 f"{n:>6} {mo:>9.1f} {mt:>16.1f} {mo / mt:>6.2f}   {mm:>12.1f} {mm / mt:>6.2f}"
                 f"   {mg:>8.1f} {mg / mt:>6.2f}   {mg + mf:>16.1f} {(mg + mf) / mt:>6.2f}{verdict}"
             )
+            met = mo / mt <= target if target else None
+            table.add(n, mo, mt, mo / mt, mm, mm / mt, mg, mg / mt, mg + mf, (mg + mf) / mt, verdict.strip() or "-")
+            for key, ms in zip(curve, (mo, mt, mg + mf), strict=True):
+                curve[key].append(ms)
+            if target:
+                rec.headline(
+                    f"encode ÷ transformers eager, {n} tokens, {shape}, {device}", mo / mt, "×", f"≤ {target}", met
+                )
+        rec.series(f"Encode time against tokens ({shape}, {device})", "tokens", "ms", lengths, curve)
+        rec.note(
+            f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.clock} clock; "
+            f"load average {load_average()} at the end"
+        )
+        rec.save()
 
 
 if __name__ == "__main__":

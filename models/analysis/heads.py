@@ -628,7 +628,7 @@ class HeadReport:
         return np.nanmean(self.stats[name], axis=1)
 
     def to_json(self, importance: list[float] | None = None) -> dict[str, Any]:
-        """Return the document `python -m models stats --json` prints (see README, "Head analysis")."""
+        """Return the document `python -m models stats --json` prints (see docs/pages/heads.md, "From the command line")."""
         heads = []
         for layer in range(self.n_layers):
             for head in range(self.n_heads):
