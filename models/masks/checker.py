@@ -574,6 +574,197 @@ def _behaviour(
     )
 
 
+@dataclass
+class _Case:
+    """One check's inputs, prepared once: the tokens, the mask as the model applies it, the expectation's cells."""
+
+    enc: Encoder
+    exp: Expectation
+    declared: str
+    ids: torch.Tensor  # (B, T)
+    types: torch.Tensor
+    tokens: list[list[str]]
+    real: torch.Tensor  # (B, T) bool
+    raw: torch.Tensor  # the mask as given
+    raw4: torch.Tensor  # viewed to (B or 1, H or 1, T or 1, T or 1)
+    keep4: torch.Tensor  # read in the declared convention, AND the model's own causal mask
+    full: torch.Tensor  # keep4 broadcast to (B, H', T, T)
+    keep: torch.Tensor  # (B, H or 1, T, T)
+    per_head: bool
+    expected: torch.Tensor  # (B, T, T)
+    judged: torch.Tensor  # (B, T, T): the cells the verdict is about
+    hidden_by_model: int  # cells the model's own causal mask hid
+    placement: masks.Placement
+    values: str
+
+    @property
+    def B(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def _prepare(enc, texts, mask, convention, expect, texts_b) -> tuple[_Case, str, list[str]]:
+    """Return the prepared case, where the mask came from and notes (truncated texts); MaskError/InputError."""
+    declared = masks.check_convention(convention)
+    exp = parse_expect(expect)
+    if not texts:
+        raise InputError("no text to check the mask on")
+    settings.require("max_batch", 1 if isinstance(texts, str) else len(texts), "a padded batch of this many sentences")
+    batch = enc.tokenize(texts, texts_b)
+    ids, types, attention_mask = batch.input_ids, batch.token_type_ids, batch.attention_mask
+    tokens = [display_tokens(row, enc.capabilities.token_display) for row in batch.tokens]  # readable in the report
+    notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(batch.cut) if c]
+    B, T = ids.shape
+    real = attention_mask.bool()
+    if exp.padding and bool(real.all()):
+        raise MaskError(
+            "checking a padding mask needs a padded batch: give two or more texts of different lengths "
+            "(on the command line, --text twice)"
+        )
+    raw, source = resolve(mask, seq=T, batch=B, heads=enc.config.n_heads, attention_mask=attention_mask)
+    placement = masks.place(tuple(raw.shape), B, enc.config.n_heads, T)
+    raw4 = raw.reshape(placement.view)
+    keep4 = masks.read_as(raw4, declared)  # (B or 1, H or 1, T or 1, T or 1): what code in that convention does
+    hidden_by_model = 0
+    if enc.capabilities.causal:
+        # A causal model's own mask is ANDed with the user's inside every layer: judge what the model applies.
+        tril = masks.causal_keep(T)
+        hidden_by_model = int((torch.broadcast_to(keep4, (B, keep4.shape[1], T, T)) & ~tril).sum())
+        keep4 = keep4 & tril
+    full = torch.broadcast_to(keep4, (B, keep4.shape[1], T, T))
+    per_head = keep4.shape[1] > 1 and not bool((full == full[:, :1]).all())
+    judged = real[:, :, None] & (torch.ones(B, 1, T, dtype=torch.bool) if exp.padding else real[:, None, :])
+    case = _Case(
+        enc=enc,
+        exp=exp,
+        declared=declared,
+        ids=ids,
+        types=types,
+        tokens=tokens,
+        real=real,
+        raw=raw,
+        raw4=raw4,
+        keep4=keep4,
+        full=full,
+        keep=full if per_head else full[:, :1],
+        per_head=per_head,
+        expected=exp.keep(T, real),
+        judged=judged,
+        hidden_by_model=hidden_by_model,
+        placement=placement,
+        values=masks.describe_values(raw),
+    )
+    return case, source, notes
+
+
+def _shape_findings(c: _Case) -> tuple[str, list[Finding]]:
+    """Where the mask's axes land, which convention its values look like, what a causal model hid itself."""
+    p, T = c.placement, int(c.ids.shape[1])
+    axes = ", ".join(f"axis {i} ({n}) → {name}" for i, (n, name) in enumerate(zip(p.shape, p.lands_on, strict=True)))
+    shape_vals = {"shape": p.shape, "view": p.view, "target": p.target, "axes": axes}
+    shape_data = {"view": p.view, "target": p.target, "lands_on": p.lands_on, "per_head": c.per_head}
+    findings: list[Finding] = []
+    if p.view[2] == T and p.view[3] == 1 and T > 1:
+        findings.append(Finding("shape.queries", shape_vals, "shape", "warn", shape_data))
+    else:
+        code = "shape.key_padding" if p.key_padding else "shape.ok"
+        findings.append(Finding(code, shape_vals, "shape", "info", shape_data))
+    apparent, conv = _convention(c.raw4, c.declared, c.expected, c.judged, c.real, c.exp.name, c.values)
+    findings.append(conv)
+    if c.enc.capabilities.causal:
+        hidden = c.hidden_by_model
+        findings.append(Finding("shape.decoder", {"hidden": hidden}, "shape", "info", {"hidden": hidden}))
+    return apparent, findings
+
+
+def _cell_findings(c: _Case) -> list[Finding]:
+    """Cells the mask lets through that the expectation hides (leaks), and the reverse (over-masking)."""
+    J, E = c.judged[:, None], c.expected[:, None]
+    n_judged = int(J.expand_as(c.keep).sum())
+    findings = []
+    for check, cells in (("leaks", (c.keep & ~E & J).nonzero()), ("over", (~c.keep & E & J).nonzero())):
+        shown, raw_pos = _positions(cells, c.tokens, c.B, c.per_head)
+        if len(cells):
+            vals = {"n": len(cells), "expect": c.exp.name, "examples": ", ".join(shown)}
+            findings.append(Finding(f"{check}.found", vals, check, "fail", {"count": len(cells), "first": raw_pos}))
+        else:
+            vals2 = {"expect": c.exp.name, "judged": n_judged}
+            findings.append(Finding(f"{check}.none", vals2, check, "pass", {"count": 0}))
+    return findings
+
+
+def _row_finding(c: _Case, attentions: torch.Tensor) -> Finding:
+    """Rows with no visible key: what -inf makes of them, end to end through the real model."""
+    enc, B = c.enc, c.B
+    empty = ~c.full.any(-1)  # (B, H', T)
+    empty_real = empty & c.real[:, None, :]
+    rows_data: dict[str, Any] = {"empty_rows": int(empty.sum()), "empty_real_rows": int(empty_real.sum())}
+    if not bool(empty.any()):
+        return Finding("rows.none", {}, "rows", "pass", rows_data)
+    with torch.inference_mode():
+        outs, nan_rows = _run_layers(
+            enc.model, c.ids.to(enc.device), c.types.to(enc.device), c.keep4.to(enc.device), fill=float("-inf")
+        )
+    nan_out = int((torch.isnan(outs[-1].float()).any(-1).cpu() & c.real).sum())
+    n_nan_rows = int(sum(int(r.sum()) for r in nan_rows))
+    rows_data.update(
+        {
+            "nan_rows_neg_inf": n_nan_rows,
+            "nan_outputs_neg_inf": nan_out,
+            "finite_ours": bool(torch.isfinite(attentions).all()),
+        }
+    )
+    cells = empty.nonzero()  # (b, h, q)
+    shown = [
+        (f"#{b + 1} " if B > 1 else "") + (f"h{h} " if c.per_head else "") + f"{q} ({c.tokens[b][q]})"
+        for b, h, q in cells[:N_EXAMPLES].tolist()
+    ]
+    vals = {
+        "n": len(cells),
+        "examples": ", ".join(shown),
+        "nan_rows": n_nan_rows,
+        "nan_out": nan_out,
+        "n_out": int(c.real.sum()),
+    }
+    if bool(empty_real.any()):
+        return Finding("rows.found", vals, "rows", "fail", rows_data)
+    if c.declared == "additive" and bool(torch.isneginf(c.raw).any()):
+        return Finding("rows.padded_nan", vals, "rows", "fail", rows_data)
+    return Finding("rows.padded", vals, "rows", "warn", rows_data)
+
+
+def _mass_finding(c: _Case, attentions: torch.Tensor) -> Finding:
+    """How much of the model's real attention lands on keys the expectation hides (after the mask)."""
+    L = attentions.shape[1]
+    forbidden = (~c.expected & c.judged)[:, None, None]  # (B, 1, 1, T, T)
+    mass = (attentions * forbidden).sum(-1)  # (B, L, H, T)
+    rows = c.real[:, None, None, :].expand_as(mass)
+    max_mass = float(mass[rows].max()) if bool(rows.any()) else 0.0
+    if max_mass == 0.0:
+        return Finding("mass.zero", {}, "mass", "pass", {"max_mass": 0.0})
+    flat = torch.where(rows, mass, torch.zeros_like(mass))
+    b, layer, head, q = np.unravel_index(int(flat.argmax()), tuple(flat.shape))
+    mean_mass = float(mass[rows].mean())
+    vals = {
+        "max_mass": _fmt(max_mass),
+        "expect": c.exp.name,
+        "layer": int(layer),
+        "head": int(head),
+        "q": int(q),
+        "token": c.tokens[b][q],
+        "mean_mass": _fmt(mean_mass),
+    }
+    data = {
+        "max_mass": max_mass,
+        "mean_mass": mean_mass,
+        "item": int(b),
+        "layer": int(layer),
+        "head": int(head),
+        "query": int(q),
+        "per_layer_max": [float(mass[:, i][rows[:, i]].max()) for i in range(L)],
+    }
+    return Finding("mass.found", vals, "mass", "fail", data)
+
+
 def check_mask(
     enc: Encoder,
     texts: list[str] | str,
@@ -588,167 +779,23 @@ def check_mask(
     mask: a tensor/array, a .npy/.npz/.pt path, a named mask ('causal'), or an expression over seq, batch, heads
     and attention_mask (see models.masks.expressions). Its shape must broadcast to (batch, heads, q_pos, k_pos); a 2-D
     (batch, seq) mask is a key-padding mask. Raises MaskError/InputError for input that cannot be checked.
+
+    One function per finding: the shape and convention, the cells (leaks, over-masking), rows with no visible key,
+    the behaviour (outputs that must not move), the attention mass on hidden keys; then the diagnosis.
     """
-    declared = masks.check_convention(convention)
-    exp = parse_expect(expect)
-    if not texts:
-        raise InputError("no text to check the mask on")
-    settings.require("max_batch", 1 if isinstance(texts, str) else len(texts), "a padded batch of this many sentences")
-    batch = enc.tokenize(texts, texts_b)
-    ids, types, attention_mask = batch.input_ids, batch.token_type_ids, batch.attention_mask
-    tokens = [display_tokens(row, enc.capabilities.token_display) for row in batch.tokens]  # readable in the report
-    notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(batch.cut) if c]
-    B, T = ids.shape
-    H, L = enc.config.n_heads, enc.config.n_layers
-    real = attention_mask.bool()
-    if exp.padding and bool(real.all()):
-        raise MaskError(
-            "checking a padding mask needs a padded batch: give two or more texts of different lengths "
-            "(on the command line, --text twice)"
-        )
-    raw, source = resolve(mask, seq=T, batch=B, heads=H, attention_mask=attention_mask)
-    placement = masks.place(tuple(raw.shape), B, H, T)
-    raw4 = raw.reshape(placement.view)
-    values = masks.describe_values(raw)
-
-    keep4 = masks.read_as(raw4, declared)  # (B or 1, H or 1, T or 1, T or 1): what code in that convention does
-    hidden_by_model = 0
-    if enc.capabilities.causal:
-        # A causal model's own mask is ANDed with the user's inside every layer: judge what the model applies.
-        tril = masks.causal_keep(T)
-        hidden_by_model = int((torch.broadcast_to(keep4, (B, keep4.shape[1], T, T)) & ~tril).sum())
-        keep4 = keep4 & tril
-    full = torch.broadcast_to(keep4, (B, keep4.shape[1], T, T))
-    per_head = keep4.shape[1] > 1 and not bool((full == full[:, :1]).all())
-    keep = full if per_head else full[:, :1]  # (B, H or 1, T, T)
-    expected = exp.keep(T, real)  # (B, T, T)
-    judged = real[:, :, None] & (torch.ones(B, 1, T, dtype=torch.bool) if exp.padding else real[:, None, :])
-
-    findings: list[Finding] = []
-    axes = ", ".join(
-        f"axis {i} ({n}) → {name}" for i, (n, name) in enumerate(zip(placement.shape, placement.lands_on, strict=True))
-    )
-    shape_vals = {"shape": placement.shape, "view": placement.view, "target": placement.target, "axes": axes}
-    shape_data = {
-        "view": placement.view,
-        "target": placement.target,
-        "lands_on": placement.lands_on,
-        "per_head": per_head,
-    }
-    q_only = placement.view[2] == T and placement.view[3] == 1 and T > 1
-    if q_only:
-        findings.append(Finding("shape.queries", shape_vals, "shape", "warn", shape_data))
-    else:
-        code = "shape.key_padding" if placement.key_padding else "shape.ok"
-        findings.append(Finding(code, shape_vals, "shape", "info", shape_data))
-
-    apparent, conv = _convention(raw4, declared, expected, judged, real, exp.name, values)
-    findings.append(conv)
-    if enc.capabilities.causal:
-        findings.append(
-            Finding("shape.decoder", {"hidden": hidden_by_model}, "shape", "info", {"hidden": hidden_by_model})
-        )
-
-    J = judged[:, None]
-    E = expected[:, None]
-    leak_cells = (keep & ~E & J).nonzero()
-    over_cells = (~keep & E & J).nonzero()
-    n_judged = int(J.expand_as(keep).sum())
-    for check, cells in (("leaks", leak_cells), ("over", over_cells)):
-        shown, raw_pos = _positions(cells, tokens, B, per_head)
-        if len(cells):
-            findings.append(
-                Finding(
-                    f"{check}.found",
-                    {"n": len(cells), "expect": exp.name, "examples": ", ".join(shown)},
-                    check,
-                    "fail",
-                    {"count": len(cells), "first": raw_pos},
-                )
-            )
-        else:
-            findings.append(
-                Finding(f"{check}.none", {"expect": exp.name, "judged": n_judged}, check, "pass", {"count": 0})
-            )
-
-    keep_dev = keep4.to(enc.device)
+    c, source, notes = _prepare(enc, texts, mask, convention, expect, texts_b)
+    apparent, findings = _shape_findings(c)
+    findings += _cell_findings(c)
     with torch.inference_mode():
-        res = enc.model(ids.to(enc.device), types.to(enc.device), keep=keep_dev)
+        res = enc.model(c.ids.to(enc.device), c.types.to(enc.device), keep=c.keep4.to(enc.device))
         attentions = res.attentions.float().cpu()  # (B, L, H, T, T)
-
-    # Rows with no visible key: what -inf makes of them, end to end through the real model.
-    empty = ~full.any(-1)  # (B, H', T)
-    empty_real = empty & real[:, None, :]
-    rows_data: dict[str, Any] = {"empty_rows": int(empty.sum()), "empty_real_rows": int(empty_real.sum())}
-    if bool(empty.any()):
-        with torch.inference_mode():
-            outs, nan_rows = _run_layers(
-                enc.model, ids.to(enc.device), types.to(enc.device), keep_dev, fill=float("-inf")
-            )
-        nan_out = int((torch.isnan(outs[-1].float()).any(-1).cpu() & real).sum())
-        n_nan_rows = int(sum(int(r.sum()) for r in nan_rows))
-        ours_finite = bool(torch.isfinite(attentions).all())
-        rows_data.update({"nan_rows_neg_inf": n_nan_rows, "nan_outputs_neg_inf": nan_out, "finite_ours": ours_finite})
-        cells = empty.nonzero()  # (b, h, q)
-        shown = [
-            (f"#{b + 1} " if B > 1 else "") + (f"h{h} " if per_head else "") + f"{q} ({tokens[b][q]})"
-            for b, h, q in cells[:N_EXAMPLES].tolist()
-        ]
-        n_out = int(real.sum())
-        vals = {
-            "n": len(cells),
-            "examples": ", ".join(shown),
-            "nan_rows": n_nan_rows,
-            "nan_out": nan_out,
-            "n_out": n_out,
-        }
-        if bool(empty_real.any()):
-            findings.append(Finding("rows.found", vals, "rows", "fail", rows_data))
-        elif declared == "additive" and bool(torch.isneginf(raw).any()):
-            findings.append(Finding("rows.padded_nan", vals, "rows", "fail", rows_data))
-        else:
-            findings.append(Finding("rows.padded", vals, "rows", "warn", rows_data))
-    else:
-        findings.append(Finding("rows.none", {}, "rows", "pass", rows_data))
-
-    findings.append(_behaviour(enc, ids, types, keep4, exp, expected, real, tokens))
-
-    forbidden = (~expected & judged)[:, None, None]  # (B, 1, 1, T, T)
-    mass = (attentions * forbidden).sum(-1)  # (B, L, H, T)
-    rows = real[:, None, None, :].expand_as(mass)
-    max_mass = float(mass[rows].max()) if bool(rows.any()) else 0.0
-    if max_mass == 0.0:
-        findings.append(Finding("mass.zero", {}, "mass", "pass", {"max_mass": 0.0}))
-    else:
-        flat = torch.where(rows, mass, torch.zeros_like(mass))
-        b, layer, head, q = np.unravel_index(int(flat.argmax()), tuple(flat.shape))
-        mean_mass = float(mass[rows].mean())
-        findings.append(
-            Finding(
-                "mass.found",
-                {
-                    "max_mass": _fmt(max_mass),
-                    "expect": exp.name,
-                    "layer": int(layer),
-                    "head": int(head),
-                    "q": int(q),
-                    "token": tokens[b][q],
-                    "mean_mass": _fmt(mean_mass),
-                },
-                "mass",
-                "fail",
-                {
-                    "max_mass": max_mass,
-                    "mean_mass": mean_mass,
-                    "item": int(b),
-                    "layer": int(layer),
-                    "head": int(head),
-                    "query": int(q),
-                    "per_layer_max": [float(mass[:, i][rows[:, i]].max()) for i in range(L)],
-                },
-            )
-        )
-
+    findings.append(_row_finding(c, attentions))
+    findings.append(_behaviour(enc, c.ids, c.types, c.keep4, c.exp, c.expected, c.real, c.tokens))
+    findings.append(_mass_finding(c, attentions))
+    exp, keep, expected, judged, real, raw, values, placement = (
+        c.exp, c.keep, c.expected, c.judged, c.real, c.raw, c.values, c.placement
+    )  # fmt: skip
+    declared, tokens = c.declared, c.tokens
     diagnosis = _diagnose(keep, exp, expected, judged, real)
     n_failed = sum(f.status == "fail" for f in findings)
     n_checks = sum(f.status in ("pass", "fail", "warn") for f in findings)
