@@ -235,6 +235,11 @@ def check_declared(what: str, key: str, shape: Sequence[int], kind: str, limits:
         raise AttentionFileError(f"{what} has {len(shape)} dimensions; {key} has at most {NDIM[key]}")
     if any(not isinstance(n, int) or n < 0 for n in shape):
         raise AttentionFileError(f"{what} declares shape {tuple(shape)}: dimensions are whole numbers ≥ 0")
+    # No axis of any field is longer than the positions (or the maps, for the heads axis of one layer), whatever
+    # the other axes are: a zero beside 10¹⁸ declares no bytes, yet no such axis is ever looped over.
+    budget = "file_positions" if limits.positions >= limits.maps else "file_maps"
+    if shape and max(shape) > max(limits.positions, limits.maps):
+        raise AttentionFileError(settings.over_budget(budget, max(shape), f"{what}: one of its axes"))
     count = math.prod(shape)
     if count > limits.elements:
         raise AttentionFileError(_file_too_big(f"{what} ({count:,} values)", count * 4, limits.max_bytes))
@@ -343,7 +348,8 @@ def normalise_attentions(
                     "every layer must have the same heads, queries and keys"
                 )
             if i == 0:
-                limits.check_maps(len(obj), *(int(n) for n in a.shape))
+                H, Q, K = (int(n) for n in a.shape)
+                limits.check_maps(len(obj), H, Q, K)
             layers.append(_float(a, f"layer {i}"))
         attn = np.stack(layers)
     else:
@@ -363,7 +369,8 @@ def normalise_attentions(
                 f"attention of shape {tuple(a.shape)}: expected (layers, heads, q_pos, k_pos), (layers, batch, "
                 "heads, q_pos, k_pos), (heads, q_pos, k_pos), (q_pos, k_pos) or a tuple of per-layer arrays"
             )
-        limits.check_maps(*(int(n) for n in a.shape))
+        L, H, Q, K = (int(n) for n in a.shape)
+        limits.check_maps(L, H, Q, K)
         attn = _float(a, "the attention")
     if attn.size == 0:
         raise AttentionFileError(f"the attention is empty: shape {tuple(attn.shape)}")
@@ -496,7 +503,12 @@ def _type_ids(x: Any, n: int, limits: Limits) -> np.ndarray:
         raise AttentionFileError(f"token_type_ids has {count} entries, the attention {n} positions")
     if isinstance(x, list | tuple):
         for i, v in enumerate(x):  # JSON or a pickle: each a Python number, checked before numpy sees it
-            if isinstance(v, bool) or not isinstance(v, int | float):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float)
+                or isinstance(v, int)
+                and not 0 <= v <= TYPE_ID_MAX
+            ):
                 raise AttentionFileError(f"{want}; token_type_ids[{i}] is {_short(v)}")
     a = _array(x, "token_type_ids", limits).reshape(-1)
     if a.dtype.kind not in NUMERIC:
@@ -755,8 +767,8 @@ def _npy(f: Any, label: str, member: str, key: str, limits: Limits) -> np.ndarra
 
 # What zipfile raises on a damaged or unusual archive: a bad CRC or header, bad deflate data, an encrypted or
 # unknown compression method, a member shorter than its entry says.
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, ValueError, EOFError, OSError)
-_ZIP_ERRORS += (KeyError, OverflowError, UnicodeDecodeError)
+_ZIP_ERRORS: tuple[type[Exception], ...] = (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError)
+_ZIP_ERRORS += (ValueError, EOFError, OSError, KeyError, OverflowError, UnicodeDecodeError)
 
 
 def _zip(data: bytes, label: str, limits: Limits) -> zipfile.ZipFile:

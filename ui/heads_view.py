@@ -26,6 +26,7 @@ from models.analysis.importance import Importance
 from viz.heads import importance_bars, importance_vs_redundancy, label_grid, removal_curve, shares_by_layer
 from viz.redundancy import head_map, near_duplicate_bars, pair_maps, redundancy_heatmap
 
+from .safe import md
 from .state import t
 
 DUPLICATE_THRESHOLD = 0.05  # nats per query row: below this two heads' maps are near-duplicates
@@ -102,7 +103,6 @@ def _hover(report: HeadReport) -> np.ndarray:
 def table_section(report: HeadReport, importance: Importance | None) -> None:
     st.subheader(t("heads.table.title"))
     s = report.stats
-    close, idx = nearest(report.js_per_row)
     names = report.names
     data: dict[str, object] = {
         t("heads.col.head_name"): names,
@@ -117,8 +117,10 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
         data[t("heads.col.induction")] = np.asarray(report.induction).ravel()
     if report.pairs:
         data[t("heads.col.block")] = 100 * s["block"].ravel()
-    data[t("heads.col.nearest")] = [names[i] for i in idx]
-    data[t("heads.col.nearest_js")] = close
+    if report.pairwise:
+        close, idx = nearest(report.js_per_row)
+        data[t("heads.col.nearest")] = [names[i] for i in idx]
+        data[t("heads.col.nearest_js")] = close
     if importance is not None:
         data[t("heads.col.importance")] = importance.scores.ravel()
     df = pd.DataFrame(data)
@@ -137,6 +139,9 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
 def redundancy_section(report: HeadReport, key: str, with_cka: bool = True) -> None:
     """The redundancy heatmap (JS, cosine, and CKA where the heads' outputs are known) and the map of heads."""
     st.subheader(t("heads.redundancy.title"))
+    if not report.pairwise:  # over a budget: asked before any pairwise work (models.analysis.heads)
+        st.info(t("heads.redundancy.skipped", reason=md(report.pairwise_skipped)))
+        return
     metric = st.radio(
         t("heads.redundancy.metric"),
         ["js", "cosine", "cka"] if with_cka else ["js", "cosine"],
@@ -173,6 +178,8 @@ def redundancy_section(report: HeadReport, key: str, with_cka: bool = True) -> N
 
 def duplicates_section(report: HeadReport, key: str) -> None:
     """Near-duplicates per layer under an adjustable threshold; ends with the heading of `pairs_section`."""
+    if not report.pairwise:
+        return  # redundancy_section has said why
     st.subheader(t("heads.dupes.title"))
     threshold = st.slider(
         t("heads.dupes.threshold"),
@@ -213,6 +220,8 @@ def pairs_section(
     report: HeadReport, maps: MapsFn, key: str, maps_note: str = "", key_tokens: list[str] | None = None
 ) -> None:
     """The most redundant pairs of heads (smallest JS), their maps side by side (key_tokens: cross-attention)."""
+    if not report.pairwise:
+        return
     if maps_note:
         st.caption(maps_note)
     pairs = []
@@ -260,6 +269,8 @@ def importance_section(report: HeadReport, importance: Importance, key: str) -> 
             )
             st.plotly_chart(fig, width="stretch", key=f"{key}_removal")
             st.caption(t(f"heads.importance.removal_caption_{curve.measure}"))
+    if not report.pairwise:
+        return
     with right:
         close, _ = nearest(report.js_per_row)
         fig = importance_vs_redundancy(

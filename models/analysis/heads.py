@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import settings
 from ..encoder import EncoderOutput
 from ..tokens import byte_level_to_text
 
@@ -523,6 +524,27 @@ def closest_pairs(dist: np.ndarray, k: int) -> list[tuple[int, int, float]]:
     return [(int(a[i]), int(b[i]), float(d[a[i], b[i]])) for i in top]
 
 
+# ---- the budget of everything pairwise -------------------------------------------------------------
+
+
+def pairwise_refusal(n_heads: int, cells: int | None = None) -> str:
+    """Return why `n_heads` heads are not compared pairwise ("" when they are), asked before any of it starts.
+
+    Redundancy (JS, cosine, CKA), the cluster order and the map of heads grow with heads² (the cluster order's
+    optimal leaf ordering and MDS faster still): ATTENTION_LENS_PAIR_HEADS bounds the heads. For one input,
+    `cells` (its query × key cells) bounds the pairs × cells JS and cosine compare: ATTENTION_LENS_PAIR_CELLS.
+    """
+    s = settings.current()
+    if n_heads > s.pair_heads:
+        return settings.over_budget("pair_heads", n_heads, f"comparing {n_heads:,} heads pairwise")
+    if cells is not None:
+        work = n_heads * (n_heads - 1) / 2 * cells / 1e6  # million (pair, cell) terms
+        if work > s.pair_cells:
+            what = f"comparing {n_heads:,} heads pairwise over {cells:,} cells"
+            return settings.over_budget("pair_cells", round(work), what)
+    return ""
+
+
 # ---- the report every page and the CLI use --------------------------------------------------------
 
 
@@ -548,6 +570,14 @@ class HeadReport:
     stress: float = 0.0  # MDS stress-1
     kind: str = "encoder"  # the model's family: "decoder" reports use DECODER_LABELS and DECODER_COLUMNS
     induction: np.ndarray | None = None  # (layers, heads) induction scores (decoders, when computed)
+    # Why heads were not compared pairwise (pairwise_refusal: over a budget), "" when they were. When set, js,
+    # cosine and cka are (0, 0), order is 0…N−1 and coords is None: pages and the CLI say so instead.
+    pairwise_skipped: str = ""
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether js, cosine, cka, order and coords hold the pairwise comparison."""
+        return not self.pairwise_skipped
 
     @property
     def label_set(self) -> tuple[str, ...]:
@@ -601,9 +631,13 @@ class HeadReport:
                 "js_per_row": _matrix(self.js_per_row),
                 "cosine": _matrix(self.cosine),
                 "cka": _matrix(self.cka),
-            },
+            }
+            if self.pairwise
+            else None,
             "thresholds": dict(THRESHOLDS),
         }
+        if not self.pairwise:
+            doc["redundancy_skipped"] = self.pairwise_skipped
         if importance is not None:
             doc["importance"] = [_num(v) for v in importance]
         return doc
@@ -625,8 +659,11 @@ class Accumulator:
     documents); JS and the cosine Gram are summed over rows and sentences; CKA pools every token.
     """
 
-    def __init__(self, n_layers: int, n_heads: int, with_cka: bool = True) -> None:
+    def __init__(self, n_layers: int, n_heads: int, with_cka: bool = True, pairwise_skipped: str = "") -> None:
         self.n_layers, self.n_heads = n_layers, n_heads
+        # Over a budget (pairwise_refusal), nothing pairwise is summed: statistics and labels still are.
+        self.pairwise_skipped = pairwise_skipped or pairwise_refusal(n_layers * n_heads)
+        with_cka = with_cka and not self.pairwise_skipped
         self.sums: dict[str, torch.Tensor] = {}
         self.pair_items = 0
         self.sentences = 0
@@ -644,6 +681,8 @@ class Accumulator:
         self.pair_items += int(roles.pair.sum())
         self.sentences += attn.shape[0]
         self.rows += int(roles.real.sum())
+        if self.pairwise_skipped:
+            return
         maps, n = flat_maps(attn.float(), roles.real)
         parts = js_parts(maps, n)
         self.js = parts if self.js is None else self.js + parts
@@ -658,7 +697,7 @@ class Accumulator:
         self, model: str, tokens: list | None = None, cka: torch.Tensor | None = None, kind: str = "encoder"
     ) -> HeadReport:
         """Return the HeadReport of everything added (cka: a matrix computed elsewhere, for a single input)."""
-        if self.js is None or self.gram is None:
+        if not self.sentences:
             raise ValueError("nothing was added")
         L, H = self.n_layers, self.n_heads
         stats = {}
@@ -668,11 +707,16 @@ class Accumulator:
         if kind == "decoder":  # row i of a decoder sees i + 1 keys: its normaliser is ln(i + 1), not ln n
             stats["entropy_norm"] = stats["entropy_norm_causal"]
         labels = label_heads(stats, pairs=self.pair_items > 0, kind=kind)
-        js = self.js.matrix().cpu().numpy()
-        if cka is None:
-            cka = self.cka.matrix() if self.cka is not None else torch.full((L * H, L * H), torch.nan)
-        order = cluster_order(js)
-        coords, stress = mds(js / max(self.rows, 1))
+        if self.pairwise_skipped or self.js is None or self.gram is None:
+            empty = np.zeros((0, 0))
+            js, cosine, cka_np, order, coords, stress = empty, empty, empty, list(range(L * H)), None, 0.0
+        else:
+            js = self.js.matrix().cpu().numpy()
+            if cka is None:
+                cka = self.cka.matrix() if self.cka is not None else torch.full((L * H, L * H), torch.nan)
+            cosine, cka_np = cosine_from_gram(self.gram).cpu().numpy(), cka.cpu().numpy()
+            order = cluster_order(js)
+            coords, stress = mds(js / max(self.rows, 1))
         return HeadReport(
             model=model,
             n_layers=L,
@@ -684,13 +728,14 @@ class Accumulator:
             cls_entropy=(self.sums["cls_entropy"] / self.sentences).cpu().numpy(),
             labels=labels,
             js=js,
-            cosine=cosine_from_gram(self.gram).cpu().numpy(),
-            cka=cka.cpu().numpy(),
+            cosine=cosine,
+            cka=cka_np,
             tokens=list(tokens or []),
             order=order,
             coords=coords,
             stress=stress,
             kind=kind,
+            pairwise_skipped=self.pairwise_skipped,
         )
 
 
@@ -704,10 +749,13 @@ def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> Hea
         raise ValueError("analyse() takes one input; use models.analysis.corpus for many")
     dev = torch.device(device) if device is not None else torch.device("cpu")
     roles = Roles.of_output(out, dev)
-    acc = Accumulator(out.n_layers, out.n_heads, with_cka=False)
-    acc.add(out.attentions[None].to(dev), roles)
-    cka = cka_matrix(out.context.to(dev), out.padding.to(dev)) if out.context is not None else None
     n = int(out.padding.sum())
+    skipped = pairwise_refusal(out.n_layers * out.n_heads, n * n)
+    acc = Accumulator(out.n_layers, out.n_heads, with_cka=False, pairwise_skipped=skipped)
+    acc.add(out.attentions[None].to(dev), roles)
+    cka = None
+    if out.context is not None and not skipped:
+        cka = cka_matrix(out.context.to(dev), out.padding.to(dev))
     return acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka, kind=out.kind)
 
 
@@ -732,12 +780,13 @@ def analyse_maps(
     a = torch.as_tensor(np.asarray(attn), dtype=torch.float32).to(dev)
     L, H, Q, K = a.shape  # layers, heads, q_pos, k_pos
     keys = list(k_tokens) if k_tokens is not None else list(q_tokens)
+    skipped = pairwise_refusal(L * H, Q * K)
     if Q == K and keys == list(q_tokens):
         types = torch.as_tensor(np.zeros(Q) if token_type_ids is None else np.asarray(token_type_ids)).long()
         # A decoder's byte-level tokens are judged as their text, as `analyse` does (Roles.of_output).
         judged = [byte_level_to_text(t).strip() or t for t in q_tokens] if kind == "decoder" else list(q_tokens)
         roles = Roles.of([judged], torch.ones(1, Q, dtype=torch.bool), types[None], dev)
-        acc = Accumulator(L, H, with_cka=False)
+        acc = Accumulator(L, H, with_cka=False, pairwise_skipped=skipped)
         acc.add(a[None], roles)
         return acc.report(model, tokens=list(q_tokens), kind=kind)
 
@@ -760,8 +809,12 @@ def analyse_maps(
     }
     stats = {k: v.double().cpu().numpy() for k, v in per_head.items()}
     maps = a.reshape(L * H, Q * K)
-    js = js_parts(maps, torch.full((Q * K,), float(K), device=dev)).matrix().cpu().numpy()
-    coords, stress = mds(js / Q)
+    empty = np.zeros((0, 0))
+    js, cosine, coords, stress = empty, empty, None, 0.0
+    if not skipped:
+        js = js_parts(maps, torch.full((Q * K,), float(K), device=dev)).matrix().cpu().numpy()
+        cosine = cosine_from_gram(cosine_gram(maps)).cpu().numpy()
+        coords, stress = mds(js / Q)
     return HeadReport(
         model=model,
         n_layers=L,
@@ -773,10 +826,11 @@ def analyse_maps(
         cls_entropy=row_entropy[..., 0].double().cpu().numpy(),
         labels=label_heads(stats, pairs=False),
         js=js,
-        cosine=cosine_from_gram(cosine_gram(maps)).cpu().numpy(),
-        cka=np.full((L * H, L * H), np.nan),
+        cosine=cosine,
+        cka=empty if skipped else np.full((L * H, L * H), np.nan),
         tokens=list(q_tokens),
-        order=cluster_order(js),
+        order=list(range(L * H)) if skipped else cluster_order(js),
         coords=coords,
         stress=stress,
+        pairwise_skipped=skipped,
     )
