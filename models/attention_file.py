@@ -380,7 +380,8 @@ def normalise_attentions(
 def _float(a: np.ndarray, what: str) -> np.ndarray:
     if a.dtype.kind not in NUMERIC:
         raise AttentionFileError(f"{what} holds {a.dtype} values, not numbers")
-    return a.astype(np.float32, copy=False)
+    with np.errstate(over="ignore"):  # float64 past float32's range becomes inf, which check_values refuses by name
+        return a.astype(np.float32, copy=False)
 
 
 # ---- checks ----------------------------------------------------------------------------------------
@@ -399,7 +400,8 @@ def check_values(attn: np.ndarray) -> list[Note]:
     the maps (the row sums, which NaN and ±inf reach, and the minimum); the offending cell is looked up only
     when there is one.
     """
-    sums = attn.sum(-1, dtype=np.float64)  # (layers, heads, q_pos)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf are the point: found and named below
+        sums = attn.sum(-1, dtype=np.float64)  # (layers, heads, q_pos)
     if not np.isfinite(sums).all():
         bad = ~np.isfinite(attn)
         if bad.any():
