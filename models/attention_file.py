@@ -393,12 +393,12 @@ def _first(bad: np.ndarray) -> tuple[int, ...]:
 
 
 def check_values(attn: np.ndarray) -> list[Note]:
-    """Refuse NaN, ±inf and negative weights (naming the first head and cell); return notes on row sums.
+    """Refuse NaN, ±inf and weights outside [0, 1] (naming the first head and cell); return notes on row sums.
 
     attn: (layers, heads, q_pos, k_pos). Rows that do not sum to 1 are a note, not a refusal: masked rows and
-    renormalised maps are legitimate, but the shares shown are then not fractions of a whole. Two passes over
-    the maps (the row sums, which NaN and ±inf reach, and the minimum); the offending cell is looked up only
-    when there is one.
+    renormalised maps are legitimate, but the shares shown are then not fractions of a whole. Three passes over
+    the maps (the row sums, which NaN and ±inf reach, then below 0 and above 1); the offending cell is looked up
+    only when there is one.
     """
     with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf are the point: found and named below
         sums = attn.sum(-1, dtype=np.float64)  # (layers, heads, q_pos)
@@ -410,15 +410,15 @@ def check_values(attn: np.ndarray) -> list[Note]:
                 f"the attention holds {int(bad.sum())} NaN or infinite value(s), the first at layer {layer}, head "
                 f"{h}, query {i}, key {j} ({attn[layer, h, i, j]}): fix the source (a fully masked row with -inf?)"
             )
-        layer, h, i = _first(~np.isfinite(sums))  # finite float32 values whose row sum overflows float64: none
+        layer, h, i = _first(~np.isfinite(sums))  # float32 rows cannot overflow float64; kept so NaN never passes
         raise AttentionFileError(f"the attention's row at layer {layer}, head {h}, query {i} does not sum to a number")
-    if attn.min() < 0:
-        neg = attn < 0
-        layer, h, i, j = _first(neg)
-        raise AttentionFileError(
-            f"the attention holds {int(neg.sum())} negative value(s), the first {attn[layer, h, i, j]:.4g} at layer "
-            f"{layer}, head {h}, query {i}, key {j}: these are not softmax weights (scores or logits?)"
-        )
+    for bad, what in ((attn < 0, "negative value(s)"), (attn > 1 + ROW_SUM_TOL, "value(s) above 1")):
+        if bad.any():  # a softmax weight lies in [0, 1]; 3e38 would also overflow every statistic downstream
+            layer, h, i, j = _first(bad)
+            raise AttentionFileError(
+                f"the attention holds {int(bad.sum())} {what}, the first {attn[layer, h, i, j]:.4g} at layer "
+                f"{layer}, head {h}, query {i}, key {j}: these are not softmax weights (scores or logits?)"
+            )
     off = np.abs(sums - 1.0)
     if off.max() <= ROW_SUM_TOL:
         return []

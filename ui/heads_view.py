@@ -62,7 +62,8 @@ def labels_section(report: HeadReport) -> None:
             pct_first=f"{100 * THRESHOLDS['first']:.0f}",
         )
     )
-    st.caption(" · ".join(f"{label_names()[k]}: {v}" for k, v in counts.items() if v))
+    words = label_names()
+    st.caption(" · ".join(f"{words[k]}: {v}" for k, v in counts.items() if v))
 
 
 def _hover(report: HeadReport) -> np.ndarray:
@@ -104,9 +105,10 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
     st.subheader(t("heads.table.title"))
     s = report.stats
     names = report.names
+    words = label_names()  # once: 4,096 heads would otherwise look up every label's words 4,096 times
     data: dict[str, object] = {
         t("heads.col.head_name"): names,
-        t("heads.col.label"): [label_names()[str(x)] for x in report.labels.ravel()],
+        t("heads.col.label"): [words[str(x)] for x in report.labels.ravel()],
         t("heads.col.entropy"): s["entropy"].ravel(),
         t("heads.col.entropy_norm"): s["entropy_norm"].ravel(),
     }

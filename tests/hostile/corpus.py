@@ -620,6 +620,11 @@ def cases() -> list[Crafted]:
             r"mask \(5, 5\) holds string values; mask takes numbers",
         ),
         Crafted("npz-negative.npz", lambda: npz(attentions=REF - 0.1), r"negative value\(s\)"),
+        Crafted(
+            "npz-huge-weights.npz",
+            lambda: npz(attentions=np.full((1, 1, 2, 2), 3e38, np.float32)),
+            r"4 value\(s\) above 1, the first 3e\+38 at layer 0, head 0, query 0, key 0",
+        ),
         Crafted("npy-lying-header.npy", lambda: npy_header((10**6, 10**6)), r"over this server's limit of 256 MB"),
         Crafted("npy-zero-d.npy", lambda: npy(np.array(1.0)), r"attention of shape \(\)"),
         Crafted("npy-fortran.npy", lambda: npy(np.asfortranarray(REF)), READ),

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from models.analysis.heads import analyse_maps
 from models.attention_file import FIELDS, AttentionMaps, read
 from models.errors import InputError
 from tests.hostile import corpus
@@ -50,10 +51,17 @@ SEEDS = {
 
 
 def outcome(data: bytes, name: str) -> AttentionMaps | InputError:
-    """Read the bytes; return the maps or the InputError; anything else (and too much memory) fails the test."""
+    """Read the bytes; return the maps or the InputError; anything else (and too much memory) fails the test.
+
+    Maps that were read also go through what `stats --attentions` does with them: the report, and its JSON with
+    no NaN or infinity (which json.dumps(allow_nan=False) would refuse with a traceback).
+    """
     tracemalloc.start()
     try:
-        return read(data, name=name)
+        maps = read(data, name=name)
+        report = analyse_maps(maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, kind=maps.kind)
+        json.dumps(report.to_json(), allow_nan=False)
+        return maps
     except InputError as err:
         assert "\n" not in str(err) and str(err).strip(), repr(str(err))
         return err
