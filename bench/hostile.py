@@ -201,7 +201,7 @@ ANSWERED = (
 # What a session's Heads page shows once the upload is dealt with: the budget's message, our refusal, or a traceback.
 SETTLED = (
     "() => !document.querySelector('[data-testid=stSpinner]') && (document.querySelector('[data-testid=stException]')"
-    " || document.body.innerText.includes('not compared pairwise') || document.body.innerText.includes('could not be read'))"
+    " || document.body.innerText.includes('not compared pairwise') || document.body.innerText.includes('could not be shown'))"
 )
 UPLOADS = {
     "64 layers × 64 heads (read; heads² work over ATTENTION_LENS_PAIR_HEADS)": "heads-64x64.npz",

@@ -98,7 +98,7 @@ def test_refused_files_are_our_one_line_message_on_every_page(name):
         no_error_box(at)
         if page in MAPS_PAGES:
             (err,) = at.error
-            assert err.value.startswith(f"{name} could not be read") or name in err.value, err.value
+            assert err.value.startswith(f"{name} could not be shown: {name}"), err.value  # source.file_failed
             assert "Traceback" not in err.value and "\n" not in err.value.strip()
 
 
