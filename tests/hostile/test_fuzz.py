@@ -59,7 +59,7 @@ def outcome(data: bytes, name: str) -> AttentionMaps | InputError:
     tracemalloc.start()
     try:
         maps = read(data, name=name)
-        report = analyse_maps(maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, kind=maps.kind)
+        report = analyse_maps(maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, causal=maps.causal)
         json.dumps(report.to_json(), allow_nan=False)
         return maps
     except InputError as err:
