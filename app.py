@@ -5,7 +5,7 @@ This file wires the shared sidebar and the pages together; it computes nothing i
 
 import streamlit as st
 
-from ui import debug, presentation, runtime, sidebar, state
+from ui import debug, guard, presentation, runtime, sidebar, state
 from ui.state import t
 
 st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
@@ -32,7 +32,7 @@ PAGES = [
 ]
 # Presentation mode moves the page list from the (hidden) sidebar to the top bar.
 page = st.navigation(PAGES, position="top" if presentation.active() else "sidebar")
-sidebar.render()
+guard.run(sidebar.render, "the sidebar")  # a visitor's input never ends in a traceback (ui/guard.py)
 presentation.apply()
-page.run()
+guard.run(page.run, page.url_path or "explore")
 debug.script_done()

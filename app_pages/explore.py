@@ -14,9 +14,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from models import EncoderOutput
-from models.analysis.rollout import attention_rollout
+from models.analysis.rollout import attention_rollout, rollout_refusal
 from models.attention_file import AttentionMaps
 from ui import controls, debug, long_text, results, source, state
+from ui.safe import md
 from ui.sidebar import current_encoder, current_maps
 from ui.state import t
 from viz.aggregate import token_bars
@@ -35,6 +36,7 @@ VIEWS: tuple[str, ...] = (
 )  # this page's own shareable selections ("view", "part") live in ui.state.URL
 WINDOW = 64  # head view: longer inputs open on a window of this many tokens
 LINES_MAX = 80  # the line view draws at most this many tokens per side
+LAYER_HEADS = 64  # the layer view draws at most this many heads at once (plotly builds 64 subplots in ~2 s)
 JSON_MAX_VALUES = 4_000_000  # above this, the JSON download holds the selected layer only (NPZ always has all)
 
 
@@ -184,10 +186,14 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
     return [(t("explore.overview_title"), fig)]
 
 
-def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int) -> list:
-    maps = part.cut(attn[layer])  # (heads, rows, cols)
-    stacked = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])
-    titles = [t("explore.head_short", head=h) for h in range(maps.shape[0])] + [t("explore.mean_short")]
+def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
+    H = attn.shape[1]  # heads
+    first = head // LAYER_HEADS * LAYER_HEADS  # the block of heads that holds the selected one
+    last = min(H, first + LAYER_HEADS)
+    maps = part.cut(attn[layer, first:last])  # (heads shown, rows, cols)
+    mean = part.cut(attn[layer]).mean(axis=0, keepdims=True) if H > LAYER_HEADS else maps.mean(axis=0, keepdims=True)
+    stacked = np.concatenate([maps, mean])
+    titles = [t("explore.head_short", head=h) for h in range(first, last)] + [t("explore.mean_short")]
     sub_keep = part.cut(keep)
     fig, factor = layer_figure(
         stacked, titles, q_pos=part.rows, k_pos=part.cols, keep=None if sub_keep.all() else sub_keep, words=_words()
@@ -197,6 +203,8 @@ def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer
     note = t("explore.layer_note")
     if factor > 1:
         note += " " + t("explore.overview_pooled", f=factor)
+    if H > LAYER_HEADS:
+        note += " " + t("explore.layer_heads_shown", first=first, last=last - 1, n=H, block=LAYER_HEADS)
     st.caption(note)
     return [(t("explore.layer_title", layer=layer), fig)]
 
@@ -326,12 +334,14 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
     q_tok = [tokens[i] for i in part.rows]
     k_tok = [keys[j] for j in part.cols]
     mean_title = t("explore.mean_title", layer=layer)
-    if attn.shape[-1] != attn.shape[-2] or source.is_cross(out):  # rollout chains square maps through layers
+    square = attn.shape[-1] == attn.shape[-2] and not source.is_cross(out)  # rollout chains square maps
+    refusal = rollout_refusal(attn.shape[0], attn.shape[-1]) if square else ""  # asked before any of it runs
+    if not square or refusal:
         mean_fig = head_heatmap(
             part.cut(mean), q_tok, title=mean_title, key_tokens=k_tok, q_pos=part.rows, k_pos=part.cols, words=_words()
         )
         _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
-        st.info(t("source.no_rollout"))
+        st.info(t("explore.rollout_skipped", reason=md(refusal)) if refusal else t("source.no_rollout"))
         return [(mean_title, mean_fig)]
     rolled = _rollout(attn, source.result_key(out))  # (layers, seq, seq)
     left, right = st.columns(2, gap="medium")
@@ -384,6 +394,7 @@ def _export(out: Maps, attn: np.ndarray, figures: list, layer: int, head: int, v
             help=t("explore.image_format_help"),
         )
         cross = source.is_cross(out)
+        no_rollout = bool(rollout_refusal(attn.shape[0], attn.shape[-1]))  # over its budget: the NPZ goes without it
         arrays = {
             "tokens": np.array(out.tokens, dtype=str),
             "display_tokens": np.array(_tokens(out), dtype=str),
@@ -397,7 +408,9 @@ def _export(out: Maps, attn: np.ndarray, figures: list, layer: int, head: int, v
         a.download_button(
             t("explore.download_npz", mb=attn.nbytes / 2**20),
             # The rollout is computed when the file is asked for, not on every run of every view.
-            data=lambda: npz_bytes(arrays if cross else {**arrays, "rollout": attention_rollout(attn).numpy()}),
+            data=lambda: npz_bytes(
+                arrays if cross or no_rollout else {**arrays, "rollout": attention_rollout(attn).numpy()}
+            ),
             file_name="attention.npz",
             mime="application/octet-stream",
             key="dl_npz",
@@ -533,7 +546,7 @@ def main() -> None:
     if view == "overview":
         figures = _overview(out, attn, keep, part, layer, head)
     elif view == "layer":
-        figures = _layer_view(out, attn, keep, part, layer)
+        figures = _layer_view(out, attn, keep, part, layer, head)
     elif view == "head":
         figures = _head_view(out, attn, keep, part, layer, head)
     else:

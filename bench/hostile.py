@@ -1,13 +1,16 @@
-"""Hostile inputs and a class at once: peak memory and time of each hostile CLI case, the server's peak while 16
-sessions paste ~400-word texts at once, and a soak of 200 varied requests against the cache budget.
+"""Hostile inputs and a class at once: peak memory and time of each hostile CLI case and of every crafted attention
+file, the server while two sessions upload a 4,096-head file and a third types, the server's peak while 16 sessions
+paste ~400-word texts at once, and a soak of 200 varied requests against the cache budget.
 
-    python bench/hostile.py                 # all three parts
-    python bench/hostile.py --only cli      # cli | load | soak
+    python bench/hostile.py                 # every part; figures to bench/results/hostile.json
+    python bench/hostile.py --only files    # cli | files | upload | load | soak
 
 Targets (issue 13): every hostile CLI case exits 2 with one line, peak < 1.5 GB; 16 long-text sessions finish with
 no exception and the server < 4 GB; after the soak the server holds no more than the cache budget over what it held
-after the first 20 requests. Only 127.0.0.1 is contacted; the server is started with this venv's python, so the PID
-read in /proc is the server's own.
+after the first 20 requests. Issue 26: every crafted attention file (tests/hostile/corpus.py) read by
+`stats --attentions` exits 0 or 2 with one line, within 30 s and 1.5 GB; two sessions uploading the 4,096-head file
+leave the server alive under 2 GB, and a third visitor's typed text is answered within twice its quiet time. Only
+127.0.0.1 is contacted; the server is started with this venv's python, so the PID read in /proc is the server's own.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.results import Record, load_average, variant  # noqa: E402
+from bench.results import save  # noqa: E402
 from tests.browser.support import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 from tests.cli import hostile_cases  # noqa: E402
+from tests.hostile import corpus  # noqa: E402
 
 GB = 1 << 30
 WORDS = (
@@ -38,55 +42,87 @@ WORDS = (
 ).split()
 
 
-def run_cli(rec: Record) -> bool:
-    print("hostile CLI cases (each in its own process; peak = the process's max RSS from wait4)")
-    table = rec.table(
-        "Hostile CLI cases, each in its own process (peak = its max RSS from wait4)",
-        ["case", "exit", "peak MB", "s", "message"],
+def _measure(case: hostile_cases.Case) -> tuple[int, int, float, str]:
+    """Run one case in its own process; return (exit code, peak RSS bytes from wait4, seconds, stderr)."""
+    out = open(case.stdout, "w") if case.stdout else subprocess.DEVNULL
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        hostile_cases.command(case),
+        cwd=ROOT,
+        env=hostile_cases.environment(case),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    timer = threading.Timer(case.timeout, proc.kill)
+    timer.start()
+    err = proc.stderr.read() if proc.stderr else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    timer.cancel()
+    if case.stdout:
+        out.close()
+    return os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024, time.perf_counter() - start, err
+
+
+def _cases(title: str, cases: list[hostile_cases.Case], figures: dict) -> bool:
+    print(f"{title} (each in its own process; peak = the process's max RSS from wait4)")
     print(f"{'case':<44} {'exit':>4} {'peak MB':>8} {'s':>6}  message")
     ok = True
-    with tempfile.TemporaryDirectory() as tmp:
-        for case in hostile_cases.build(Path(tmp)):
-            out = open(case.stdout, "w") if case.stdout else subprocess.DEVNULL
-            start = time.perf_counter()
-            proc = subprocess.Popen(
-                hostile_cases.command(case),
-                cwd=ROOT,
-                env=hostile_cases.environment(case),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            timer = threading.Timer(case.timeout, proc.kill)
-            timer.start()
-            err = proc.stderr.read() if proc.stderr else ""
-            _, status, usage = os.wait4(proc.pid, 0)
-            timer.cancel()
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            seconds = time.perf_counter() - start
-            if case.stdout:
-                out.close()
-            peak = usage.ru_maxrss * 1024
-            line = err.strip().splitlines()[-1] if err.strip() else ""
-            good = (
-                proc.returncode == case.code
-                and peak < 1.5 * GB
-                and (case.code == 0 or len(err.strip().splitlines()) == 1)
-            )
-            ok &= good
-            table.add(case.name, proc.returncode, peak / 2**20, seconds, line[:90] + ("" if good else "  <-- MISSED"))
-            print(
-                f"{case.name[:44]:<44} {proc.returncode:>4} {peak / 2**20:>8.0f} {seconds:>6.1f}  {line[:90]}{'' if good else '   <-- MISSED'}"
-            )
+    rows = []
+    for case in cases:
+        code, peak, seconds, err = _measure(case)
+        lines = err.strip().splitlines()
+        line = lines[-1] if lines else ""
+        one_line = case.code == 0 or (len(lines) == 1 and lines[0].startswith("error: "))
+        good = code == case.code and peak < 1.5 * GB and seconds < 30 and one_line
+        ok &= good
+        rows.append({"case": case.name, "exit": code, "peak_mb": round(peak / 2**20), "s": round(seconds, 2),
+                     "message": line[:300], "met": good})  # fmt: skip
+        print(
+            f"{case.name[:44]:<44} {code:>4} {peak / 2**20:>8.0f} {seconds:>6.1f}  {line[:90]}{'' if good else '   <-- MISSED'}"
+        )
+    worst = max(rows, key=lambda r: r["peak_mb"]) if rows else None
+    slowest = max(rows, key=lambda r: r["s"]) if rows else None
+    figures["rows"] = rows
+    figures["peak_mb_max"] = worst["peak_mb"] if worst else 0
+    figures["seconds_max"] = slowest["s"] if slowest else 0
+    figures["met"] = ok
     print(
-        f"every case exit {'as expected' if ok else 'NOT as expected'}, peaks < 1.5 GB: {'met' if ok else 'missed'}\n"
+        f"{len(rows)} cases; exit as expected with one line, < 30 s and < 1.5 GB: {'met' if ok else 'missed'} "
+        f"(worst peak {figures['peak_mb_max']} MB, slowest {figures['seconds_max']} s)\n"
     )
-    peak_mb = max(row[2] for row in table.rows)
-    rec.headline("hostile CLI cases: highest peak (all exit as expected)" if ok else "hostile CLI cases: highest peak "
-                 "(NOT all exit as expected)", peak_mb, "MB", "< 1536 MB, exit 2", ok)  # fmt: skip
     return ok
+
+
+def run_cli(figures: dict) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        return _cases("hostile CLI cases", hostile_cases.build(Path(tmp)), figures)
+
+
+def run_files(figures: dict) -> bool:
+    """Every crafted attention file through `python -m models stats --attentions FILE --json`."""
+    manifest = corpus.load()
+    built = {c.name: c for c in corpus.cases() if c.name in manifest["built_by_the_tests"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = []
+        for name, expect in manifest["cases"].items():
+            path = corpus.FOLDER / name
+            if name in built:
+                path = Path(tmp) / name
+                path.write_bytes(built[name].make())
+            cases.append(
+                hostile_cases.Case(
+                    name,
+                    ["stats", "--attentions", str(path), "--json"],
+                    "" if expect == corpus.READ else expect,
+                    env=manifest["env"].get(name, {}),
+                    code=0 if expect == corpus.READ else 2,
+                    stdout=os.devnull,
+                    timeout=60,
+                )
+            )
+        return _cases("crafted attention files (stats --attentions FILE --json)", cases, figures)
 
 
 class Server:
@@ -155,7 +191,102 @@ def _wait_done(page, timeout_ms: int) -> str:
     return "ok" if not errors else errors[0][:120]
 
 
-def run_load(rec: Record, sessions: int = 16, words: int = 400) -> bool:
+IMAGE_HREF = (
+    "() => { const i = document.querySelector('.js-plotly-plot image'); return i ? i.getAttribute('href') : '' }"
+)
+ANSWERED = (
+    "(old) => { const i = document.querySelector('.js-plotly-plot image');"
+    " return !!i && i.getAttribute('href') !== old && !document.querySelector('[data-testid=stSpinner]') }"
+)
+# What a session's Heads page shows once the upload is dealt with: the budget's message, our refusal, or a traceback.
+SETTLED = (
+    "() => !document.querySelector('[data-testid=stSpinner]') && (document.querySelector('[data-testid=stException]')"
+    " || document.body.innerText.includes('not compared pairwise') || document.body.innerText.includes('could not be shown'))"
+)
+UPLOADS = {
+    "64 layers × 64 heads (read; heads² work over ATTENTION_LENS_PAIR_HEADS)": "heads-64x64.npz",
+    "1 layer × 4,096 heads (issue 26's file; refused by ATTENTION_LENS_FILE_HEADS)": "heads-4096.npz",
+}
+
+
+def _commit_text(page, text: str) -> float:
+    """Type a text into the sidebar and commit it; return the seconds until the overview shows its maps."""
+    old = page.evaluate(IMAGE_HREF)
+    box = page.get_by_label("Text", exact=True)
+    box.fill(text)
+    start = time.perf_counter()
+    box.press("Control+Enter")
+    page.wait_for_function(ANSWERED, arg=old, timeout=600_000)
+    return time.perf_counter() - start
+
+
+def run_upload(figures: dict, sessions: int = 2, repeats: int = 3, words: int = 40) -> bool:
+    """Two sessions upload a 4,096-head file on the Heads page while a third visitor types on Explore."""
+    from playwright.sync_api import sync_playwright
+
+    print(f"upload: {sessions} sessions upload a 4,096-head file (2 × 2 maps) on the Heads page; a third types text")
+    rng = random.Random(2)
+    ok = True
+    with Server() as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        visitor = browser.new_page(viewport={"width": 1200, "height": 800})
+        visitor.goto(server.url)
+        visitor.locator(".js-plotly-plot image").first.wait_for(timeout=300_000)
+        quiet = sorted(_commit_text(visitor, _text(rng, words)) for _ in range(repeats))
+        figures["quiet_s"] = [round(x, 2) for x in quiet]
+        print(f"  the visitor's typed text, quiet server: {', '.join(f'{x:.2f}' for x in quiet)} s")
+        for label, name in UPLOADS.items():
+            pages = []
+            for _ in range(sessions):
+                page = browser.new_page(viewport={"width": 1200, "height": 800})
+                page.goto(f"{server.url}/heads")  # the default text's report first (cached for every session)
+                page.locator("[data-testid=stSidebar] label", has_text="Attention file").first.click(timeout=600_000)
+                page.wait_for_function(
+                    "() => document.body.innerText.includes('Upload an attention file')", timeout=600_000
+                )
+                pages.append(page)
+            server.peak = server.rss()
+            start = time.perf_counter()
+            for page in pages:
+                page.locator("[data-testid=stSidebar] input[type=file]").set_input_files(str(corpus.FOLDER / name))
+            loaded = sorted(_commit_text(visitor, _text(rng, words)) for _ in range(repeats))
+            outcomes = []
+            for page in pages:
+                try:
+                    page.wait_for_function(SETTLED, timeout=600_000)
+                    bad = page.locator("[data-testid=stException]").count()
+                    outcomes.append("exception" if bad else "ok")
+                except Exception as err:  # noqa: BLE001 - a timeout is an outcome to report
+                    outcomes.append(f"timeout: {type(err).__name__}")
+            settled = time.perf_counter() - start
+            alive = server.proc.poll() is None
+            ratio = loaded[len(loaded) // 2] / quiet[len(quiet) // 2]
+            good = alive and server.peak < 2 * GB and ratio <= 2 and all(o == "ok" for o in outcomes)
+            ok &= good
+            figures[name] = {
+                "file": label,
+                "loaded_s": [round(x, 2) for x in loaded],
+                "median_ratio_to_quiet": round(ratio, 2),
+                "uploads_settled_s": round(settled, 2),
+                "server_peak_mb": round(server.peak / 2**20),
+                "alive": alive,
+                "outcomes": outcomes,
+                "met": good,
+            }
+            print(
+                f"  {label}: uploads settled in {settled:.1f} s ({outcomes}); the visitor's text "
+                f"{', '.join(f'{x:.2f}' for x in loaded)} s = {ratio:.2f}× quiet (median); server peak "
+                f"{server.peak / 2**20:.0f} MB, alive: {alive}; target alive, < 2 GB, ≤ 2× quiet: "
+                f"{'met' if good else 'missed'}"
+            )
+            for page in pages:
+                page.close()
+        browser.close()
+    print()
+    return ok
+
+
+def run_load(sessions: int = 16, words: int = 400) -> bool:
     from playwright.sync_api import sync_playwright
 
     print(f"load: {sessions} sessions paste a different ~{words}-word text at once (bundled model, 127.0.0.1 only)")
@@ -197,18 +328,10 @@ def run_load(rec: Record, sessions: int = 16, words: int = 400) -> bool:
         f"{sum(o == 'ok' for o in outcomes)}/{sessions} finished with the overview in {seconds:.0f} s; others: {[o for o in outcomes if o != 'ok'][:3]}"
     )
     print(f"target: all finish, server < 4 GB: {'met' if good else 'missed'}\n")
-    done = sum(o == "ok" for o in outcomes)
-    table = rec.table(
-        f"Load: {sessions} sessions paste a different ~{words}-word text at once (bundled model)",
-        ["server RSS idle MB", f"with {sessions} open MB", "peak MB", "finished", "seconds"],
-    )
-    table.add(idle / 2**20, warm / 2**20, peak / 2**20, f"{done}/{sessions}", seconds)
-    rec.headline(f"server peak, {sessions} sessions pasting ~{words} words at once", peak / 2**20, "MB",
-                 "< 4096 MB, all finish", good)  # fmt: skip
     return good
 
 
-def run_soak(rec: Record, requests: int = 200) -> bool:
+def run_soak(requests: int = 200) -> bool:
     from playwright.sync_api import sync_playwright
 
     cache_mb = int(os.environ.get("ATTENTION_LENS_CACHE_MB", "2048"))
@@ -247,33 +370,55 @@ def run_soak(rec: Record, requests: int = 200) -> bool:
     print(
         f"{sum(o == 'ok' for o in outcomes)}/{requests} without exception; growth within the cache budget ({cache_mb} MB): {'met' if good else 'missed'}\n"
     )
-    table = rec.table(
-        f"Soak: {requests} varied requests, one session after another (cache budget {cache_mb} MB)",
-        ["RSS after 20 MB", f"after {requests} MB", "grew MB", "peak MB", "without exception", "seconds"],
-    )
-    table.add(after20 / 2**20, after / 2**20, grew / 2**20, peak / 2**20,
-              f"{sum(o == 'ok' for o in outcomes)}/{requests}", seconds)  # fmt: skip
-    rec.headline(f"server growth over {requests} varied requests", grew / 2**20, "MB", f"≤ {cache_mb} MB", good)
     return good
+
+
+def _rendered(figures: dict) -> dict:
+    """The title, tables and headline figures tools/bench_docs.py renders, from the parts that ran."""
+    tables, headline = [], []
+    for part, title in (("cli", "Hostile CLI cases"), ("files", "Crafted attention files (stats --attentions)")):
+        if part in figures:
+            rows = figures[part]["rows"]
+            tables.append({"title": f"{title}, each in its own process (peak = its max RSS from wait4)",
+                           "columns": ["case", "exit", "peak MB", "s", "message"],
+                           "rows": [[r["case"], r["exit"], r["peak_mb"], r["s"], r["message"][:90]] for r in rows]})  # fmt: skip
+            headline.append({"label": f"{title.lower()}: highest peak ({len(rows)} cases, exit 2 with one line)",
+                             "value": figures[part]["peak_mb_max"], "unit": "MB", "target": "< 1536 MB, < 30 s",
+                             "met": figures[part]["met"]})  # fmt: skip
+    upload = figures.get("upload", {})
+    for row in upload.values():
+        if isinstance(row, dict) and "median_ratio_to_quiet" in row:
+            headline.append({"label": f"a visitor's text while two sessions upload {row['file']}",
+                             "value": row["median_ratio_to_quiet"], "unit": "× quiet", "target": "≤ 2",
+                             "met": row["met"]})  # fmt: skip
+    notes = [f"load average at the start: {' '.join(str(x) for x in figures.get('load_average', []))}"]
+    return {"title": "Hostile inputs: crafted files and flags refused within budget; the server under uploads",
+            "tables": tables, "headline": headline, "series": [], "notes": notes}  # fmt: skip
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["cli", "load", "soak"], default=None)
+    ap.add_argument("--only", choices=["cli", "files", "upload", "load", "soak"], default=None)
     ap.add_argument("--sessions", type=int, default=16)
     ap.add_argument("--requests", type=int, default=200)
     args = ap.parse_args()
-    print(f"{os.cpu_count()} CPUs visible; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}\n")
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} CPUs visible; load average {' '.join(f'{x:.1f}' for x in load)}\n")
+    figures: dict = {"load_average": [round(x, 1) for x in load]}
     ok = True
-    rec = Record(variant("hostile", args.only), "Hostile inputs and a class at once: memory, time, the cache budget")
     if args.only in (None, "cli"):
-        ok &= run_cli(rec)
+        ok &= run_cli(figures.setdefault("cli", {}))
+    if args.only in (None, "files"):
+        ok &= run_files(figures.setdefault("files", {}))
+    if args.only in (None, "upload"):
+        ok &= run_upload(figures.setdefault("upload", {}))
     if args.only in (None, "load"):
-        ok &= run_load(rec, args.sessions)
+        ok &= run_load(args.sessions)
     if args.only in (None, "soak"):
-        ok &= run_soak(rec, args.requests)
-    rec.note(f"{os.cpu_count()} CPUs visible; load average {load_average()} at the end")
-    rec.save()
+        ok &= run_soak(args.requests)
+    figures["met"] = ok
+    figures.update(_rendered(figures))
+    save("hostile", figures)
     return 0 if ok else 1
 
 

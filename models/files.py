@@ -3,17 +3,22 @@
 A device (/dev/zero), a FIFO or a folder is refused before anything is read, so nothing blocks or reads forever;
 a file over ATTENTION_LENS_MAX_UPLOAD_MB is refused from its size, before its bytes are read. A .npy array (alone
 or as an .npz member) is judged from its header (`read_npy_header`) before its data is read, never unpickled.
+JSON is parsed within limits on values, keys, depth and the length of each number (`load_json`): a number of
+5,000 digits is refused as text, never converted. A zip's members are counted from its bytes (`zip_members`)
+before zipfile builds an object per member.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from tokenize import TokenError
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 
@@ -120,3 +125,74 @@ def read_npy_header(f: IO[bytes], max_bytes: int | None = None) -> NpyHeader:
             header,
         )
     return header
+
+
+# ---- JSON within limits ----------------------------------------------------------------------------------------
+
+JSON_NUMBER_CHARS = 40  # float32 needs 9 significant digits; 40 characters leave room for signs and any exponent
+JSON_DEPTH = 8  # (layers, batch, heads, q_pos, k_pos) inside an object is 6 levels
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')  # linear on valid JSON: strings do not overlap
+_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+class _Refused(Exception):
+    """Raised inside json's hooks, so that the parser stops at the first value over a limit."""
+
+
+def _number(text: str) -> str:
+    if len(text) > JSON_NUMBER_CHARS:
+        raise _Refused(f"a JSON number of {len(text):,} characters; numbers here have at most {JSON_NUMBER_CHARS}")
+    return text
+
+
+def _constant(text: str) -> float:
+    return float(text)  # NaN and ±Infinity (not JSON, but Python writes them): the caller reports where they are
+
+
+def load_json(data: bytes, what: str, *, max_values: int, max_keys: int, max_depth: int = JSON_DEPTH) -> Any:
+    """Return the JSON document in `data`, parsed within limits; InputError names the limit a document went over.
+
+    max_values bounds the values (counted from the commas before parsing: each parsed number costs Python ~32
+    bytes); max_keys the keys of any one object; max_depth the nesting of arrays and objects; every number has at
+    most JSON_NUMBER_CHARS characters (checked as text, before int() or float() sees it).
+    """
+    values = data.count(b",") + 1  # an upper bound (a comma inside a string counts too)
+    if values > max_values:
+        raise InputError(f"{what} holds about {values:,} JSON values; at most {max_values:,} are read")
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len(items) > max_keys:
+            raise _Refused(f"a JSON object with {len(items):,} keys; at most {max_keys:,} are read")
+        return dict(items)
+
+    try:
+        doc = json.loads(
+            data,
+            parse_int=lambda s: int(_number(s)),
+            parse_float=lambda s: float(_number(s)),
+            parse_constant=_constant,
+            object_pairs_hook=pairs,
+        )
+    except _Refused as err:
+        raise InputError(f"{what} holds {err}") from None
+    except RecursionError:
+        raise InputError(f"{what} is nested deeper than {max_depth} levels of arrays and objects") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{what} is not valid JSON: {str(err).splitlines()[0][:200]}") from None
+    # Depth from the brackets outside strings: the document is valid, so strings are found in one pass.
+    brackets = _JSON_STRING.sub(b"0", data).translate(None, _BRACKETS)
+    opens = np.frombuffer(brackets, dtype=np.uint8)
+    top = int(np.cumsum(np.where((opens == ord("[")) | (opens == ord("{")), 1, -1), dtype=np.int64).max(initial=0))
+    if top > max_depth:
+        raise InputError(f"{what} is nested {top} levels deep; at most {max_depth} levels of arrays and objects")
+    return doc
+
+
+# ---- zip archives (NPZ, torch.save) -----------------------------------------------------------------------------
+
+_CENTRAL = b"PK\x01\x02"  # the signature every central-directory entry starts with
+
+
+def zip_members(data: bytes) -> int:
+    """Return an upper bound on the members of the zip archive in data (zipfile reads no more entries than this)."""
+    return data.count(_CENTRAL)

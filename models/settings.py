@@ -56,6 +56,20 @@ BUDGETS: tuple[Budget, ...] = (
     ),
     Budget("dense_maps_mb", 256, "MB", "every map of one text kept whole below this; above it maps are made on demand"),
     Budget("max_map_mb", 1024, "MB", "maps made at once from a long text (one head, a block of rows, a window)"),
+    # Attention files (models.attention_file): counted from headers and keys before any array is read. The layers and
+    # heads per layer match CONFIG_BOUNDS' models, twice over; maps bound layers × heads together (GPT-2 XL: 1,200).
+    Budget("file_layers", 256, "layers", "layers in one attention file (per-layer keys attentions.N counted first)"),
+    Budget("file_heads", 256, "heads", "heads per layer in one attention file"),
+    Budget("file_maps", 8192, "maps", "layers × heads in one attention file"),
+    Budget("file_positions", 16_384, "positions", "query or key positions in one attention file"),
+    # Analyses whose work grows with heads² or tokens³, asked before they start (models.analysis.heads / rollout):
+    # above a budget the section says so and the rest of the page or report still comes. Measured on 2 cores: 1,024
+    # heads cluster and map in ~10 s; 3,000 million head-pair cells (BERT-base at 512 tokens: 2,700) ~30 s.
+    Budget(
+        "pair_heads", 1024, "heads", "heads compared pairwise (redundancy, clustering, map of heads), layers × heads"
+    ),
+    Budget("pair_cells", 3000, "million cells", "head pairs × attention cells compared for redundancy (JS, cosine)"),
+    Budget("rollout_work", 20, "billion multiply-adds", "attention rollout: layers × positions³ (GPT-2 at 1,024: 13)"),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -92,6 +106,13 @@ class Settings:
     max_token_heads: int
     dense_maps_mb: int
     max_map_mb: int
+    file_layers: int
+    file_heads: int
+    file_maps: int
+    file_positions: int
+    pair_heads: int
+    pair_cells: int
+    rollout_work: int
 
     @property
     def max_upload_bytes(self) -> int:

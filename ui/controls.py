@@ -21,9 +21,16 @@ def clamp(n_layers: int, n_heads: int, seq: int | None = None) -> None:
 def layer_head(layer_at: Any, head_at: Any, n_layers: int, n_heads: int) -> tuple[int, int]:
     """Draw the layer and head sliders into two containers (columns, a popover...); return (layer, head)."""
     clamp(n_layers, n_heads)
-    layer = layer_at.slider(t("common.layer"), 0, n_layers - 1, key="layer")
-    head = head_at.slider(t("common.head"), 0, n_heads - 1, key="head")
-    return int(layer), int(head)
+    return _pick(layer_at, "layer", n_layers), _pick(head_at, "head", n_heads)
+
+
+def _pick(where: Any, key: str, n: int) -> int:
+    """A slider over 0…n−1; with one choice (a one-layer or one-head model) a caption: a slider needs two."""
+    if n <= 1:
+        st.session_state[key] = 0
+        where.caption(t(f"common.only_{key}"))
+        return 0
+    return int(where.slider(t(f"common.{key}"), 0, n - 1, key=key))
 
 
 def query(where: Any, tokens: Sequence[str]) -> int:

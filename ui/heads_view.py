@@ -26,6 +26,7 @@ from models.analysis.importance import Importance
 from viz.heads import importance_bars, importance_vs_redundancy, label_grid, removal_curve, shares_by_layer
 from viz.redundancy import head_map, near_duplicate_bars, pair_maps, redundancy_heatmap
 
+from .safe import md
 from .state import t
 
 DUPLICATE_THRESHOLD = 0.05  # nats per query row: below this two heads' maps are near-duplicates
@@ -61,7 +62,8 @@ def labels_section(report: HeadReport) -> None:
             pct_first=f"{100 * THRESHOLDS['sink']:.0f}",
         )
     )
-    st.caption(" · ".join(f"{label_names()[k]}: {v}" for k, v in counts.items() if v))
+    words = label_names()
+    st.caption(" · ".join(f"{words[k]}: {v}" for k, v in counts.items() if v))
 
 
 def _hover(report: HeadReport) -> np.ndarray:
@@ -102,11 +104,11 @@ def _hover(report: HeadReport) -> np.ndarray:
 def table_section(report: HeadReport, importance: Importance | None) -> None:
     st.subheader(t("heads.table.title"))
     s = report.stats
-    close, idx = nearest(report.js_per_row)
     names = report.names
+    words = label_names()  # once: 4,096 heads would otherwise look up every label's words 4,096 times
     data: dict[str, object] = {
         t("heads.col.head_name"): names,
-        t("heads.col.label"): [label_names()[str(x)] for x in report.labels.ravel()],
+        t("heads.col.label"): [words[str(x)] for x in report.labels.ravel()],
         t("heads.col.entropy"): s["entropy"].ravel(),
         t("heads.col.entropy_norm"): s["entropy_norm"].ravel(),
     }
@@ -117,8 +119,10 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
         data[t("heads.col.induction")] = np.asarray(report.induction).ravel()
     if report.pairs:
         data[t("heads.col.block")] = 100 * s["block"].ravel()
-    data[t("heads.col.nearest")] = [names[i] for i in idx]
-    data[t("heads.col.nearest_js")] = close
+    if report.pairwise:
+        close, idx = nearest(report.js_per_row)
+        data[t("heads.col.nearest")] = [names[i] for i in idx]
+        data[t("heads.col.nearest_js")] = close
     if importance is not None:
         data[t("heads.col.importance")] = importance.scores.ravel()
     df = pd.DataFrame(data)
@@ -137,6 +141,9 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
 def redundancy_section(report: HeadReport, key: str, with_cka: bool = True) -> None:
     """The redundancy heatmap (JS, cosine, and CKA where the heads' outputs are known) and the map of heads."""
     st.subheader(t("heads.redundancy.title"))
+    if not report.pairwise:  # over a budget: asked before any pairwise work (models.analysis.heads)
+        st.info(t("heads.redundancy.skipped", reason=md(report.pairwise_skipped)))
+        return
     metric = st.radio(
         t("heads.redundancy.metric"),
         ["js", "cosine", "cka"] if with_cka else ["js", "cosine"],
@@ -185,6 +192,8 @@ def redundancy_section(report: HeadReport, key: str, with_cka: bool = True) -> N
 
 def duplicates_section(report: HeadReport, key: str) -> None:
     """Near-duplicates per layer under an adjustable threshold; ends with the heading of `pairs_section`."""
+    if not report.pairwise:
+        return  # redundancy_section has said why
     st.subheader(t("heads.dupes.title"))
     threshold = st.slider(
         t("heads.dupes.threshold"),
@@ -225,6 +234,8 @@ def pairs_section(
     report: HeadReport, maps: MapsFn, key: str, maps_note: str = "", key_tokens: list[str] | None = None
 ) -> None:
     """The most redundant pairs of heads (smallest JS), their maps side by side (key_tokens: cross-attention)."""
+    if not report.pairwise:
+        return
     if maps_note:
         st.caption(maps_note)
     pairs = []
@@ -274,6 +285,8 @@ def importance_section(report: HeadReport, importance: Importance, key: str) -> 
             )
             st.plotly_chart(fig, width="stretch", key=f"{key}_removal")
             st.caption(t(f"heads.importance.removal_caption_{curve.measure}"))
+    if not report.pairwise:
+        return
     with right:
         close, _ = nearest(report.js_per_row)
         fig = importance_vs_redundancy(

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import streamlit as st
+from streamlit.errors import StreamlitDuplicateElementKey
 
 from models import AttnVizError, settings
 from models.attention_file import AttentionMaps, read
@@ -97,9 +98,14 @@ def current_file() -> AttentionMaps | None:
 
 
 def needs_model() -> None:
-    """Say that this page needs a model, with a button back to the model source."""
-    st.info(t("source.needs_model"))
-    st.button(t("source.switch_to_model"), key="switch_to_model", on_click=use_model, type="primary")
+    """Say that this page needs a model, with a button back to the model source: once per page, though several of
+    its sections may ask (the Memory page's two model sections each do)."""
+    note = st.empty()  # above the button, filled once the button is known to be this run's first
+    try:
+        st.button(t("source.switch_to_model"), key="switch_to_model", on_click=use_model, type="primary")
+    except StreamlitDuplicateElementKey:  # raised before anything is drawn: an earlier section has said it
+        return
+    note.info(t("source.needs_model"))
 
 
 # ---- what pages read the same way from a model's output and from a file ------------------------------------

@@ -64,7 +64,7 @@ def layer_figure(
         cols=cols,
         subplot_titles=list(titles),
         horizontal_spacing=0.02,
-        vertical_spacing=0.06 if rows > 1 else 0.0,
+        vertical_spacing=min(0.06, 0.5 / (rows - 1)) if rows > 1 else 0.0,  # plotly refuses more than 1/(rows−1)
     )
     hover = (
         f"{wd['query']} %{{customdata[0]}}<br>{wd['key']} %{{customdata[1]}}<br>{wd['weight']} %{{z:.4f}}"

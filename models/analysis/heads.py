@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import settings
 from ..encoder import EncoderOutput
 from ..maps import ROW_BLOCK, OnDemandMaps, pool_block, pool_factor
 from ..tokens import byte_level_to_text, display_tokens
@@ -547,6 +548,27 @@ def closest_pairs(dist: np.ndarray, k: int) -> list[tuple[int, int, float]]:
     return [(int(a[i]), int(b[i]), float(d[a[i], b[i]])) for i in top]
 
 
+# ---- the budget of everything pairwise -------------------------------------------------------------
+
+
+def pairwise_refusal(n_heads: int, cells: int | None = None) -> str:
+    """Return why `n_heads` heads are not compared pairwise ("" when they are), asked before any of it starts.
+
+    Redundancy (JS, cosine, CKA), the cluster order and the map of heads grow with heads² (the cluster order's
+    optimal leaf ordering and MDS faster still): ATTENTION_LENS_PAIR_HEADS bounds the heads. For one input,
+    `cells` (its query × key cells) bounds the pairs × cells JS and cosine compare: ATTENTION_LENS_PAIR_CELLS.
+    """
+    s = settings.current()
+    if n_heads > s.pair_heads:
+        return settings.over_budget("pair_heads", n_heads, f"comparing {n_heads:,} heads pairwise")
+    if cells is not None:
+        work = n_heads * (n_heads - 1) / 2 * cells / 1e6  # million (pair, cell) terms
+        if work > s.pair_cells:
+            what = f"comparing {n_heads:,} heads pairwise over {cells:,} cells"
+            return settings.over_budget("pair_cells", round(work), what)
+    return ""
+
+
 # ---- the report every page and the CLI use --------------------------------------------------------
 
 
@@ -576,11 +598,19 @@ class HeadReport:
     # Redundancy of a long text is computed on mean-pooled maps: `pooled` tokens per cell along each axis (1 =
     # every token; js, cosine and rows are then per pooled row). The statistics above are always exact.
     pooled: int = 1
+    # Why heads were not compared pairwise (pairwise_refusal: over a budget), "" when they were. When set, js,
+    # cosine and cka are (0, 0), order is 0…N−1 and coords is None: pages and the CLI say so instead.
+    pairwise_skipped: str = ""
 
     @property
     def kind(self) -> str:
         """Return "decoder" for a causal model's report, else "encoder" (the `kind` of the CLI's JSON)."""
         return "decoder" if self.causal else "encoder"
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether js, cosine, cka, order and coords hold the pairwise comparison."""
+        return not self.pairwise_skipped
 
     @property
     def label_set(self) -> tuple[str, ...]:
@@ -653,9 +683,13 @@ class HeadReport:
                 "js_per_row": _matrix(self.js_per_row),
                 "cosine": _matrix(self.cosine),
                 "cka": _matrix(self.cka),
-            },
+            }
+            if self.pairwise
+            else None,
             "thresholds": dict(THRESHOLDS),
         }
+        if not self.pairwise:
+            doc["redundancy_skipped"] = self.pairwise_skipped
         if importance is not None:
             doc["importance"] = [_num(v) for v in importance]
         return doc
@@ -677,8 +711,11 @@ class Accumulator:
     documents); JS and the cosine Gram are summed over rows and sentences; CKA pools every token.
     """
 
-    def __init__(self, n_layers: int, n_heads: int, with_cka: bool = True) -> None:
+    def __init__(self, n_layers: int, n_heads: int, with_cka: bool = True, pairwise_skipped: str = "") -> None:
         self.n_layers, self.n_heads = n_layers, n_heads
+        # Over a budget (pairwise_refusal), nothing pairwise is summed: statistics and labels still are.
+        self.pairwise_skipped = pairwise_skipped or pairwise_refusal(n_layers * n_heads)
+        with_cka = with_cka and not self.pairwise_skipped
         self.sums: dict[str, torch.Tensor] = {}
         self.pair_items = 0
         self.sentences = 0
@@ -696,6 +733,8 @@ class Accumulator:
         self.pair_items += int(roles.pair.sum())
         self.sentences += attn.shape[0]
         self.rows += int(roles.real.sum())
+        if self.pairwise_skipped:
+            return
         maps, n = flat_maps(attn.float(), roles.real)
         parts = js_parts(maps, n)
         self.js = parts if self.js is None else self.js + parts
@@ -710,7 +749,7 @@ class Accumulator:
         self, model: str, tokens: list | None = None, cka: torch.Tensor | None = None, causal: bool = False
     ) -> HeadReport:
         """Return the HeadReport of everything added (cka: a matrix computed elsewhere, for a single input)."""
-        if self.js is None or self.gram is None:
+        if not self.sentences:
             raise ValueError("nothing was added")
         L, H = self.n_layers, self.n_heads
         stats = {}
@@ -720,11 +759,16 @@ class Accumulator:
         if causal:  # row i of a causal model sees i + 1 keys: its normaliser is ln(i + 1), not ln n
             stats["entropy_norm"] = stats["entropy_norm_causal"]
         labels = label_heads(stats, pairs=self.pair_items > 0, causal=causal)
-        js = self.js.matrix().cpu().numpy()
-        if cka is None:
-            cka = self.cka.matrix() if self.cka is not None else torch.full((L * H, L * H), torch.nan)
-        order = cluster_order(js)
-        coords, stress = mds(js / max(self.rows, 1))
+        if self.pairwise_skipped or self.js is None or self.gram is None:
+            empty = np.zeros((0, 0))
+            js, cosine, cka_np, order, coords, stress = empty, empty, empty, list(range(L * H)), None, 0.0
+        else:
+            js = self.js.matrix().cpu().numpy()
+            if cka is None:
+                cka = self.cka.matrix() if self.cka is not None else torch.full((L * H, L * H), torch.nan)
+            cosine, cka_np = cosine_from_gram(self.gram).cpu().numpy(), cka.cpu().numpy()
+            order = cluster_order(js)
+            coords, stress = mds(js / max(self.rows, 1))
         return HeadReport(
             model=model,
             n_layers=L,
@@ -736,13 +780,14 @@ class Accumulator:
             cls_entropy=(self.sums["cls_entropy"] / self.sentences).cpu().numpy(),
             labels=labels,
             js=js,
-            cosine=cosine_from_gram(self.gram).cpu().numpy(),
-            cka=cka.cpu().numpy(),
+            cosine=cosine,
+            cka=cka_np,
             tokens=list(tokens or []),
             order=order,
             coords=coords,
             stress=stress,
             causal=causal,
+            pairwise_skipped=self.pairwise_skipped,
         )
 
 
@@ -758,10 +803,13 @@ def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> Hea
     roles = Roles.of_output(out, dev)
     if isinstance(out.attentions, OnDemandMaps):
         return _analyse_on_demand(out, out.attentions, roles)
-    acc = Accumulator(out.n_layers, out.n_heads, with_cka=False)
-    acc.add(out.attentions[None].to(dev), roles)
-    cka = cka_matrix(out.context.to(dev), out.padding.to(dev)) if out.context is not None else None
     n = int(out.padding.sum())
+    skipped = pairwise_refusal(out.n_layers * out.n_heads, n * n)
+    acc = Accumulator(out.n_layers, out.n_heads, with_cka=False, pairwise_skipped=skipped)
+    acc.add(out.attentions[None].to(dev), roles)
+    cka = None
+    if out.context is not None and not skipped:
+        cka = cka_matrix(out.context.to(dev), out.padding.to(dev))
     report = acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka, causal=out.capabilities.causal)
     caps = out.capabilities
     return replace(report, group=caps.group_size) if caps.grouped and caps.heads == out.n_heads else report
@@ -808,10 +856,14 @@ def _analyse_on_demand(out: EncoderOutput, maps: OnDemandMaps, roles: Roles) -> 
     causal = out.capabilities.causal
     if causal:
         stats["entropy_norm"] = stats["entropy_norm_causal"]
-    flat = pooled.reshape(L * H, qb * kb)
-    js = js_parts(flat, torch.full((qb * kb,), float(kb))).matrix().cpu().numpy()
-    cosine = cosine_from_gram(cosine_gram(flat)).cpu().numpy()
-    coords, stress = mds(js / max(qb, 1))
+    skipped = pairwise_refusal(L * H, qb * kb)
+    empty = np.zeros((0, 0))
+    js, cosine, coords, stress = empty, empty, None, 0.0
+    if not skipped:
+        flat = pooled.reshape(L * H, qb * kb)
+        js = js_parts(flat, torch.full((qb * kb,), float(kb))).matrix().cpu().numpy()
+        cosine = cosine_from_gram(cosine_gram(flat)).cpu().numpy()
+        coords, stress = mds(js / max(qb, 1))
     caps = out.capabilities
     return HeadReport(
         model=out.model,
@@ -825,14 +877,15 @@ def _analyse_on_demand(out: EncoderOutput, maps: OnDemandMaps, roles: Roles) -> 
         labels=label_heads(stats, pairs=bool(roles.pair.any()), causal=causal),
         js=js,
         cosine=cosine,
-        cka=np.full((L * H, L * H), np.nan),
+        cka=empty if skipped else np.full((L * H, L * H), np.nan),
         tokens=list(out.tokens),
-        order=cluster_order(js),
+        order=list(range(L * H)) if skipped else cluster_order(js),
         coords=coords,
         stress=stress,
         causal=causal,
         group=caps.group_size if caps.grouped and caps.heads == H else 1,
         pooled=f,
+        pairwise_skipped=skipped,
     )
 
 
@@ -857,12 +910,13 @@ def analyse_maps(
     a = torch.as_tensor(np.asarray(attn), dtype=torch.float32).to(dev)
     L, H, Q, K = a.shape  # layers, heads, q_pos, k_pos
     keys = list(k_tokens) if k_tokens is not None else list(q_tokens)
+    skipped = pairwise_refusal(L * H, Q * K)
     if Q == K and keys == list(q_tokens):
         types = torch.as_tensor(np.zeros(Q) if token_type_ids is None else np.asarray(token_type_ids)).long()
         # Byte-level tokens are judged as their text, as `analyse` does (Roles.of_output).
         judged = [byte_level_to_text(t).strip() or t for t in q_tokens]
         roles = Roles.of([judged], torch.ones(1, Q, dtype=torch.bool), types[None], dev)
-        acc = Accumulator(L, H, with_cka=False)
+        acc = Accumulator(L, H, with_cka=False, pairwise_skipped=skipped)
         acc.add(a[None], roles)
         return acc.report(model, tokens=list(q_tokens), causal=causal)
 
@@ -885,8 +939,12 @@ def analyse_maps(
     }
     stats = {k: v.double().cpu().numpy() for k, v in per_head.items()}
     maps = a.reshape(L * H, Q * K)
-    js = js_parts(maps, torch.full((Q * K,), float(K), device=dev)).matrix().cpu().numpy()
-    coords, stress = mds(js / Q)
+    empty = np.zeros((0, 0))
+    js, cosine, coords, stress = empty, empty, None, 0.0
+    if not skipped:
+        js = js_parts(maps, torch.full((Q * K,), float(K), device=dev)).matrix().cpu().numpy()
+        cosine = cosine_from_gram(cosine_gram(maps)).cpu().numpy()
+        coords, stress = mds(js / Q)
     return HeadReport(
         model=model,
         n_layers=L,
@@ -898,10 +956,11 @@ def analyse_maps(
         cls_entropy=row_entropy[..., 0].double().cpu().numpy(),
         labels=label_heads(stats, pairs=False),
         js=js,
-        cosine=cosine_from_gram(cosine_gram(maps)).cpu().numpy(),
-        cka=np.full((L * H, L * H), np.nan),
+        cosine=cosine,
+        cka=empty if skipped else np.full((L * H, L * H), np.nan),
         tokens=list(q_tokens),
-        order=cluster_order(js),
+        order=list(range(L * H)) if skipped else cluster_order(js),
         coords=coords,
         stress=stress,
+        pairwise_skipped=skipped,
     )

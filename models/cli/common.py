@@ -22,6 +22,27 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """Return an argparse type: a whole number in [low, high], judged from its digits before int() sees them (int()
+    of 5,000 digits raises Python's digit-limit error; torch's seed overflows past 2⁶⁴ − 1)."""
+
+    def parse(text: str) -> int:
+        digits = text.strip().removeprefix("+")
+        negative = digits.startswith("-")
+        body = digits[1:] if negative else digits
+        if not (body.isascii() and body.isdigit()):
+            raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a whole number")
+        if len(body.lstrip("0")) > max(len(str(abs(low))), len(str(high))):
+            raise argparse.ArgumentTypeError(f"a {len(body)}-digit number is outside {low:,} … {high:,}")
+        value = -int(body) if negative else int(body)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value:,} is outside {low:,} … {high:,}")
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type in its message
+    return parse
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",

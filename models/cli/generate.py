@@ -12,7 +12,9 @@ import numpy as np
 
 from ..lecture.generate import generate
 from ..weights import load_model
-from .common import EXIT_OK, UsageError, add_model_args, write_file
+from .common import EXIT_OK, UsageError, add_model_args, whole, write_file
+
+SEED_MAX = 2**64 - 1  # what torch.Generator.manual_seed takes
 
 HELP = "generate tokens after a prompt with a decoder (greedy, or top-k), step by step with our KV cache"
 
@@ -22,10 +24,20 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(model=None)
     p.add_argument("--prompt", required=True, help="the text to continue")
     p.add_argument(
-        "--tokens", type=int, required=True, help="how many tokens to add (budget: ATTENTION_LENS_MAX_GENERATE)"
+        "--tokens",
+        type=whole(-(10**30), 10**30),  # the budget ATTENTION_LENS_MAX_GENERATE names itself in run()
+        required=True,
+        help="how many tokens to add (budget: ATTENTION_LENS_MAX_GENERATE)",
     )
-    p.add_argument("--top-k", type=int, default=None, help="sample from the K most likely tokens (greedy without it)")
-    p.add_argument("--seed", type=int, default=0, help="seed of top-k sampling (default 0)")
+    p.add_argument(
+        "--top-k",
+        type=whole(-(10**30), 10**30),
+        default=None,
+        help="sample from the K most likely tokens (greedy without it)",
+    )
+    p.add_argument(
+        "--seed", type=whole(0, SEED_MAX), default=0, help=f"seed of top-k sampling, 0 … {SEED_MAX} (default 0)"
+    )
     p.add_argument(
         "--chat", action="store_true", help="put the prompt in the tokenizer's chat template (instruct models)"
     )

@@ -6,7 +6,8 @@
 
 The JSON: {"model", "tokens", "sentences", "rows", "heads": [{"layer", "head", "entropy", "entropy_norm",
 "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", ["block",] "label"}, …],
-"redundancy": {"js", "js_per_row", "cosine", "cka"}, "thresholds", "importance", "importance_measure",
+"redundancy": {"js", "js_per_row", "cosine", "cka"} (null, with "redundancy_skipped" saying which budget, when the
+heads are too many to compare pairwise), "thresholds", "importance", "importance_measure",
 "removal", "kind"}. With --attentions the fields that need the model are null (importance, importance_measure,
 removal, redundancy.cka), "kind" follows the detected causality and cross-attention adds "k_tokens".
 Layers and heads are 0-based, heads in layer-major order (index = layer · heads + head), and
@@ -133,7 +134,8 @@ def _run_file(args: argparse.Namespace) -> int:
         maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model, causal=maps.causal
     )
     doc = report.to_json()
-    doc["redundancy"]["cka"] = None  # CKA compares the heads' outputs: a file holds only their maps
+    if doc["redundancy"] is not None:
+        doc["redundancy"]["cka"] = None  # CKA compares the heads' outputs: a file holds only their maps
     doc.update(importance=None, importance_measure=None, removal=None, kind=maps.kind, causal=maps.causal)
     if maps.cross:
         doc["k_tokens"] = maps.k_tokens
@@ -142,6 +144,8 @@ def _run_file(args: argparse.Namespace) -> int:
 
 
 def _print(args: argparse.Namespace, doc: dict[str, Any], report: Any, importance: Any) -> None:
+    if not report.pairwise:
+        print(f"notice: no redundancy between heads: {report.pairwise_skipped}", file=sys.stderr)
     if args.json or args.out:
         text = json.dumps(doc, allow_nan=False, ensure_ascii=False)
         if args.out:
@@ -178,9 +182,10 @@ def _table(report: Any, importance: Any) -> str:
                 f"  {100 * s['next']:6.1f}  {imp}"
             )
     names = report.names
-    rows.append("most similar pairs (JS divergence per query row, nats):")
-    for a, b, d in closest_pairs(report.js_per_row, 5):
-        rows.append(f"  {names[a]} ~ {names[b]}: {d:.4f}")
+    if report.pairwise:
+        rows.append("most similar pairs (JS divergence per query row, nats):")
+        for a, b, d in closest_pairs(report.js_per_row, 5):
+            rows.append(f"  {names[a]} ~ {names[b]}: {d:.4f}")
     if importance is not None:
         rows.append(f"importance: {importance.description}")
     return "\n".join(rows)

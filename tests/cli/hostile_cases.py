@@ -16,6 +16,16 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "The cat sat on the mat."
+CORPUS = ROOT / "tests" / "hostile" / "corpus"
+# The issue's own examples among the crafted files, each in its own process (exit 2, one line, bench's peak).
+ATTENTION_FILES = {
+    "st-no-offsets.safetensors": r"not a readable safetensors file: .*missing field `data_offsets`",
+    "st-negative-shape.safetensors": r"not a readable safetensors file: .*expected usize",
+    "st-layer-99999999999.safetensors": r"attentions\.99999999999 names a layer past the budget ATTENTION_LENS_FILE_LAYERS",
+    "json-5000-digit-number.json": r"a JSON number of 5,001 characters; numbers here have at most 40",
+    "json-type-ids-strings.json": r"token_type_ids must be whole numbers 0…1023",
+    "heads-4096.npz": r"needs 4,096 heads; the budget ATTENTION_LENS_FILE_HEADS allows 256 heads",
+}
 
 
 @dataclass(frozen=True)
@@ -171,6 +181,40 @@ def build(tmp: Path) -> list[Case]:
             ["stats", "--file", str(corpus), "--no-importance"],
             r"ATTENTION_LENS_MAX_CORPUS_TOKENS allows 100",
             env={"ATTENTION_LENS_MAX_CORPUS_TOKENS": "100"},
+        ),
+        # Issue 26: generate's seed past torch's range, and crafted attention files (tests/hostile/corpus) as
+        # `stats --attentions FILE`; every file of that corpus is also read in-process by tests/hostile.
+        Case(
+            "generate --seed 2**64",
+            [
+                "generate",
+                "--model",
+                "random:gpt2-tiny",
+                "--prompt",
+                "Hi",
+                "--tokens",
+                "2",
+                "--top-k",
+                "3",
+                "--seed",
+                str(2**64),
+            ],
+            r"--seed: 18,446,744,073,709,551,616 is outside 0 … 18,446,744,073,709,551,615",
+        ),  # fmt: skip
+        Case(
+            "generate --seed 10**30",
+            ["generate", "--model", "random:gpt2-tiny", "--prompt", "Hi", "--tokens", "2", "--seed", str(10**30)],
+            r"--seed: a 31-digit number is outside 0",
+        ),
+        *[
+            Case(f"stats --attentions {name}", ["stats", "--attentions", str(CORPUS / name), "--json"], message)
+            for name, message in ATTENTION_FILES.items()
+        ],
+        Case(
+            "stats --attentions heads-64x64.npz (4,096 heads, read)",
+            ["stats", "--attentions", str(CORPUS / "heads-64x64.npz"), "--json"],
+            r"",
+            code=0,
         ),
         Case(
             "a bad ATTENTION_LENS_* value",

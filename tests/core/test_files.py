@@ -120,7 +120,7 @@ def test_data_shorter_than_its_header_declares_is_damaged():
     maps = _npy(np.full((1, 1, 3, 3), 1 / 3, np.float32))[:-8]
     with pytest.raises(AttentionFileError, match="maps.npy is damaged: EOF"):
         read_attention(maps, name="maps.npy")
-    with pytest.raises(AttentionFileError, match="is damaged: EOF"):
+    with pytest.raises(AttentionFileError, match="maps.npz is damaged: attentions: EOF"):
         read_attention(_zip(maps), name="maps.npz")
     with pytest.raises(MaskError, match="m.npy is damaged: EOF"):
         load_mask_bytes(_npy(np.ones((3, 3), bool))[:-4], "m.npy")
