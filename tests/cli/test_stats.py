@@ -91,7 +91,7 @@ def test_out_file_and_table(tmp_path, capsys):
     [
         (["--text", ""], "empty"),
         (["--text", "a", "--file", "x.txt"], "not allowed with"),
-        ([], "one of the arguments --text --file --attentions is required"),
+        ([], "one of the arguments --text --text-file --file --attentions is required"),
         (["--file", "no-such-file.txt"], "cannot read"),
         (["--file", "empty.txt"], "empty"),
         (["--file", "binary.bin"], "not a text file"),
