@@ -86,11 +86,13 @@ def figure(
     elif view == "layer":
         stacked = np.concatenate([attn[layer], attn[layer].mean(axis=0, keepdims=True)])
         titles = [f"H{h}" for h in range(m.n_heads)] + ["mean"]
-        fig, _ = layer_figure(stacked, titles, keep=keep)
+        fig, _ = layer_figure(stacked, titles, keep=keep, tokens=m.q_tokens, key_tokens=m.k_tokens, width_hint=900)
         fig.update_layout(title=dict(text=f"Layer {layer}: every head and their mean ({what})", y=0.995))
     elif view == "head":
         weights = attn[layer, head]
-        fig = head_heatmap(weights, m.q_tokens, title=f"Layer {layer}, head {head} ({what})", key_tokens=m.k_tokens)
+        fig = head_heatmap(
+            weights, m.q_tokens, title=f"Layer {layer}, head {head} ({what})", key_tokens=m.k_tokens, width_hint=900
+        )
         if keep is not None:
             add_mask_overlay(fig, keep, weights)
     else:

@@ -7,10 +7,18 @@ import streamlit as st
 
 from models.encoder import PARITY_TOLERANCE
 from models.lecture.steps import STEP_KEYS, HeadSteps, OneVsMany
-from ui import controls, lecture, presentation, state
+from ui import controls, lecture, presentation, state, tutorial
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
-from viz.lecture import attention_map, compare_bars, heads_grid, matrix_heatmap, token_bars, vector_strip
+from viz.lecture import (
+    attention_map,
+    compare_bars,
+    heads_grid,
+    matrix_heatmap,
+    title_colour_bars,
+    token_bars,
+    vector_strip,
+)
 
 SLIDES = (*STEP_KEYS, "one_vs_many", "params")  # a slide each; the last two are "One head vs many"
 
@@ -192,7 +200,7 @@ def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
         source = "source_decoder" if s.kind == "decoder" else "source_transposed" if st_.transposed else "source"
         st.caption(t(f"inside.{source}"))
         st.code(st_.source, language="python", wrap_lines=True)
-    figs = _figures(key, s, font)
+    figs = [title_colour_bars(fig, t("inside.fig.value")) for fig in _figures(key, s, font)]
     row = key == "transpose" or (slide and key in SIDE_BY_SIDE)
     if slide:
         _slide_heights(key, figs, int(st.session_state.get("slide_height", SLIDE_HEIGHT)))
@@ -224,7 +232,14 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
         st.subheader(t("inside.step.one_vs_many.title"))
     if part in ("maps", "both"):
         titles = [t("inside.fig.head_n", head=h) for h in range(o.n_heads)]
-        grid = heads_grid(o.maps, titles, t("inside.fig.heads", heads=o.n_heads, d_k=o.d_k), font_size=font)
+        grid = heads_grid(
+            o.maps,
+            titles,
+            t("inside.fig.heads", heads=o.n_heads, d_k=o.d_k),
+            font_size=font,
+            tokens=tokens,
+            bar_title=t("inside.fig.weight"),
+        )
         single = attention_map(
             o.single_map,
             tokens,
@@ -232,6 +247,7 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
             _axis_titles(),
             t("inside.fig.map_hover"),
             font_size=font,
+            width_hint=360,
         )
         if slide:
             height = int(st.session_state.get("slide_height", SLIDE_HEIGHT))
@@ -276,6 +292,7 @@ def main() -> None:
     slide_mode = presentation.active()
     if not slide_mode:
         st.title(t("inside.title"))
+        tutorial.banner("inside_head")
     out = current_output(internals=True)
     enc = current_encoder() if out is not None else None
     if out is None or enc is None:

@@ -37,13 +37,14 @@ def titles(at: AppTest) -> list[str]:
 def test_heads_page_shows_every_section():
     at = page("app_pages/heads.py")
     assert not at.exception and not at.error
-    assert [h.value for h in at.subheader] == [
-        "What each head does",
-        "Statistics per head",
-        "Redundancy between heads",
-        "Near-duplicate heads",
-        "Head importance",
-        "Where attention goes, layer by layer",
+    # one tab per section (issue 25: not one 7,000-pixel scroll), names short enough for one row at 1280 px
+    assert [tab.label for tab in at.tabs] == [
+        "Labels",
+        "Statistics",
+        "Redundancy",
+        "Near-duplicates",
+        "Importance",
+        "Layer by layer",
     ]
     t = titles(at)
     grid = specs(at)[0]["data"][0]
