@@ -7,7 +7,8 @@ from models.analysis.heads import HeadReport, analyse, analyse_maps
 from models.analysis.importance import Importance, head_importance, work_estimate
 from models.analysis.induction import induction_scores
 from models.attention_file import AttentionMaps
-from ui import cache, debug, results, source, state
+from models.maps import pool_factor
+from ui import cache, debug, long_text, results, source, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -34,8 +35,8 @@ def head_report(sel: Selection) -> HeadReport:
     A decoder's report also carries its induction scores (one pass on a repeated random sequence) and labels.
     """
     enc = cache.model(sel)
-    report = analyse(cache.encode(sel, True), enc.device)
-    return report.with_induction(induction_scores(enc)) if enc.is_decoder else report
+    report = analyse(cache.encode(sel, not cache.long_text(sel)), enc.device)  # a long text: no CKA (internals)
+    return report.with_induction(induction_scores(enc)) if enc.capabilities.causal else report
 
 
 @debug.counted("importance", results.cached)
@@ -48,7 +49,7 @@ def importance(sel: Selection) -> Importance:
 def file_report(key: Selection, _maps: AttentionMaps) -> HeadReport:
     """Return statistics, labels and redundancy of an attention file's maps (cached per file and item)."""
     return analyse_maps(
-        _maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model, kind=_maps.kind
+        _maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model, causal=_maps.causal
     )
 
 
@@ -78,10 +79,43 @@ def file_main(maps: AttentionMaps) -> None:
         shares_section(report, False, "heads", heading=False)
 
 
+def long_main(out, enc, sel: Selection) -> None:
+    """Heads for a long text: exact statistics and labels, redundancy on pooled maps, no importance."""
+    with st.spinner(t("heads.computing")):
+        report = head_report(sel)
+    c = enc.config
+    long_text.note(out)
+    st.caption(t("heads.facts", model=enc.name, layers=c.n_layers, heads=c.n_heads, tokens=out.seq))
+    tab = section_tabs()
+    with tab["labels"]:
+        labels_section(report, heading=False)
+    with tab["table"]:
+        table_section(report, None, heading=False)
+    with tab["redundancy"]:
+        st.caption(t("heads.long_pooled", f=report.pooled))
+        redundancy_section(report, "heads", with_cka=False, heading=False)
+    tiles = long_text.pooled(sel, long_text.TILE, "max", out)
+    f = pool_factor(out.seq, out.seq, long_text.TILE)
+    labels, _ = long_text.block_labels(list(out.display_tokens or out.tokens), f, out.seq)
+    with tab["dupes"]:
+        duplicates_section(report, "heads", heading=False)
+        pairs_section(report, lambda i: (tiles[i // c.n_heads, i % c.n_heads], labels[: tiles.shape[-1]]), "heads")
+    with tab["importance"]:
+        st.info(t("heads.importance.long", tokens=f"{out.seq:,}"))
+    with tab["shares"]:
+        cls_sep = enc.capabilities.special_roles == "cls_sep"
+        shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads", heading=False)
+
+
 def main() -> None:
     st.title(t("heads.title"))
     st.caption(t("heads.intro"))
-    maps = current_maps(internals=True)
+    sel = state.selection()
+    try:
+        internals = not source.from_file() and bool(sel.text) and not cache.long_text(sel)
+    except Exception:  # noqa: BLE001 - a model that does not load says why below, in current_maps
+        internals = True
+    maps = current_maps(internals=internals)
     if isinstance(maps, AttentionMaps):
         file_main(maps)
         return
@@ -90,6 +124,8 @@ def main() -> None:
     if out is None or enc is None:
         return
     sel = state.selection()
+    if out.on_demand:
+        return long_main(out, enc, sel)
     with st.spinner(t("heads.computing")):
         report = head_report(sel)
     c = enc.config
@@ -124,8 +160,8 @@ def main() -> None:
         else:
             importance_section(report, imp, "heads")
     with tab["shares"]:
-        bert_base = not enc.is_decoder and is_bert_base(c.n_layers, c.n_heads, c.d_model)
-        shares_section(report, bert_base, "heads", heading=False)
+        cls_sep = enc.capabilities.special_roles == "cls_sep"
+        shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads", heading=False)
 
 
 main()

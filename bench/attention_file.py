@@ -27,6 +27,7 @@ import torch  # noqa: E402
 from safetensors.numpy import load as st_load  # noqa: E402
 from safetensors.numpy import save as st_save  # noqa: E402
 
+from bench.results import Record, load_average  # noqa: E402
 from lens import show  # noqa: E402
 from models.attention_file import read  # noqa: E402
 
@@ -54,6 +55,12 @@ def main() -> None:
         + " ".join(f"{v:.1f}" for v in os.getloadavg())
     )
     print(f"{'tokens':>6} {'format':<12} {'MB on disk':>10} {'ours ms':>9} {'bare ms':>9} {'ratio':>6}")
+    rec = Record("attention_file", "Reading attention files: our checked reader against a bare load, per format")
+    table = rec.table(
+        "BERT-base shape (12 layers × 12 heads); medians of 5",
+        ["tokens", "format", "MB on disk", "ours ms", "bare ms", "ratio"],
+    )
+    shows = rec.table("lens.show with both notebook renderings", ["tokens", "view", "ms"])
     with tempfile.TemporaryDirectory() as tmp:
         for seq in (128, 512):
             attn, tokens = maps(seq)
@@ -72,6 +79,11 @@ def main() -> None:
                 peer = median_ms(lambda path=path, bare=bare: bare(path))
                 mb = path.stat().st_size / 2**20
                 print(f"{seq:>6} {name:<12} {mb:>10.1f} {ours:>9.1f} {peer:>9.1f} {ours / peer:>6.2f}")
+                table.add(seq, name, mb, ours, peer, ours / peer)
+                if seq == 512:
+                    rec.headline(
+                        f"checked read ÷ bare load, {name}, 512 tokens", ours / peer, "×", "≤ 2", ours / peer <= 2
+                    )
             for view in ("overview", "head"):
                 ms = median_ms(
                     lambda view=view, attn=attn, tokens=tokens: show(
@@ -79,7 +91,10 @@ def main() -> None:
                     )._repr_mimebundle_()
                 )
                 print(f"{seq:>6} show({view!r}) with both notebook renderings: {ms:.0f} ms")
+                shows.add(seq, view, ms)
             del attn
+    rec.note(f"{os.cpu_count()} cores visible, torch {torch.__version__}; load average {load_average()} at the end")
+    rec.save()
 
 
 if __name__ == "__main__":

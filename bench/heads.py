@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import numpy as np
 import torch
 
+from bench.results import Record, load_average, variant
 from models import load_encoder
 from models.analysis.corpus import analyse_corpus, read_corpus
 from models.analysis.heads import Accumulator, Roles, cka_matrix, cosine_matrix, js_matrix
@@ -85,7 +86,7 @@ def text_of(tokenizer, n_tokens: int) -> str:
     return tokenizer.decode(ids)
 
 
-def redundancy(device: str, tokens: int, repeats: int) -> None:
+def redundancy(rec: Record, device: str, tokens: int, repeats: int) -> None:
     enc = load_encoder("random:bert-base", device=device)  # BERT-base's shape; the timing does not depend on weights
     out = enc.encode(text_of(enc.tokenizer, tokens), internals=True)
     dev = enc.device
@@ -103,9 +104,17 @@ def redundancy(device: str, tokens: int, repeats: int) -> None:
     print(f"{'CKA':<28} {t_cka:>8.3f}")
     print(f"{'all three':<28} {total:>8.3f}   target ≤ 1.000 s: {'met' if total <= 1.0 else 'MISSED'}")
     print(f"{'JS, Clark et al. loop (CPU)':<28} {peer:>8.3f}   ours is {peer / t_js:.0f}× faster")
+    table = rec.table(
+        f"Redundancy: all pairs of {L * H} heads ({L} layers × {H}) at {out.seq} tokens on {dev}", ["matrix", "seconds"]
+    )
+    for name, t in [("JS (ours)", t_js), ("cosine", t_cos), ("CKA", t_cka), ("all three", total),
+                    ("JS, Clark et al. loop (CPU)", peer)]:  # fmt: skip
+        table.add(name, t)
+    rec.headline(f"all-pairs JS + cosine + CKA, {L * H} heads, {out.seq} tokens, {dev}", total, "s", "≤ 1 s",
+                 total <= 1.0)  # fmt: skip
 
 
-def corpus(device: str, n_sentences: int, repeats: int) -> None:
+def corpus(rec: Record, device: str, n_sentences: int, repeats: int) -> None:
     enc = load_encoder("minilm", device=device)
     base = read_corpus((ROOT / "examples" / "corpus_en.txt").read_text(encoding="utf-8"))
     lines = (base * (n_sentences // len(base) + 1))[:n_sentences]
@@ -134,6 +143,13 @@ def corpus(device: str, n_sentences: int, repeats: int) -> None:
     print(
         f"{'one sentence at a time':<28} {t_peer:>8.2f} {len(lines) / t_peer:>12.0f}   batching is {t_peer / t:.1f}× faster"
     )
+    table = rec.table(
+        f"Corpus mode: {len(lines)} sentences ({per:.1f} tokens each on average), {enc.name} on {dev}",
+        ["", "seconds", "sentences/s"],
+    )
+    table.add("batched, length-sorted", t, rate)
+    table.add("one sentence at a time", t_peer, len(lines) / t_peer)
+    rec.headline(f"corpus mode, {enc.name}, {dev}", rate, "sentences/s", "≥ 50", rate >= 50)
 
 
 def main() -> None:
@@ -146,8 +162,14 @@ def main() -> None:
     from models.device import resolve_device
 
     print(machine(resolve_device(args.device)))
-    redundancy(args.device, args.tokens, args.repeats)
-    corpus(args.device, args.sentences, max(3, args.repeats // 3))
+    rec = Record(
+        variant("heads", None if args.device == "cpu" else args.device),
+        "Head analysis: all-pairs redundancy and corpus mode",
+    )
+    redundancy(rec, args.device, args.tokens, args.repeats)
+    corpus(rec, args.device, args.sentences, max(3, args.repeats // 3))
+    rec.note(f"load average {load_average()} at the end")
+    rec.save()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.results import Record, load_average, variant  # noqa: E402
 from tests.browser.support import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 from tests.cli import hostile_cases  # noqa: E402
 
@@ -37,8 +38,12 @@ WORDS = (
 ).split()
 
 
-def run_cli() -> bool:
+def run_cli(rec: Record) -> bool:
     print("hostile CLI cases (each in its own process; peak = the process's max RSS from wait4)")
+    table = rec.table(
+        "Hostile CLI cases, each in its own process (peak = its max RSS from wait4)",
+        ["case", "exit", "peak MB", "s", "message"],
+    )
     print(f"{'case':<44} {'exit':>4} {'peak MB':>8} {'s':>6}  message")
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,12 +76,16 @@ def run_cli() -> bool:
                 and (case.code == 0 or len(err.strip().splitlines()) == 1)
             )
             ok &= good
+            table.add(case.name, proc.returncode, peak / 2**20, seconds, line[:90] + ("" if good else "  <-- MISSED"))
             print(
                 f"{case.name[:44]:<44} {proc.returncode:>4} {peak / 2**20:>8.0f} {seconds:>6.1f}  {line[:90]}{'' if good else '   <-- MISSED'}"
             )
     print(
         f"every case exit {'as expected' if ok else 'NOT as expected'}, peaks < 1.5 GB: {'met' if ok else 'missed'}\n"
     )
+    peak_mb = max(row[2] for row in table.rows)
+    rec.headline("hostile CLI cases: highest peak (all exit as expected)" if ok else "hostile CLI cases: highest peak "
+                 "(NOT all exit as expected)", peak_mb, "MB", "< 1536 MB, exit 2", ok)  # fmt: skip
     return ok
 
 
@@ -146,7 +155,7 @@ def _wait_done(page, timeout_ms: int) -> str:
     return "ok" if not errors else errors[0][:120]
 
 
-def run_load(sessions: int = 16, words: int = 400) -> bool:
+def run_load(rec: Record, sessions: int = 16, words: int = 400) -> bool:
     from playwright.sync_api import sync_playwright
 
     print(f"load: {sessions} sessions paste a different ~{words}-word text at once (bundled model, 127.0.0.1 only)")
@@ -188,10 +197,18 @@ def run_load(sessions: int = 16, words: int = 400) -> bool:
         f"{sum(o == 'ok' for o in outcomes)}/{sessions} finished with the overview in {seconds:.0f} s; others: {[o for o in outcomes if o != 'ok'][:3]}"
     )
     print(f"target: all finish, server < 4 GB: {'met' if good else 'missed'}\n")
+    done = sum(o == "ok" for o in outcomes)
+    table = rec.table(
+        f"Load: {sessions} sessions paste a different ~{words}-word text at once (bundled model)",
+        ["server RSS idle MB", f"with {sessions} open MB", "peak MB", "finished", "seconds"],
+    )
+    table.add(idle / 2**20, warm / 2**20, peak / 2**20, f"{done}/{sessions}", seconds)
+    rec.headline(f"server peak, {sessions} sessions pasting ~{words} words at once", peak / 2**20, "MB",
+                 "< 4096 MB, all finish", good)  # fmt: skip
     return good
 
 
-def run_soak(requests: int = 200) -> bool:
+def run_soak(rec: Record, requests: int = 200) -> bool:
     from playwright.sync_api import sync_playwright
 
     cache_mb = int(os.environ.get("ATTENTION_LENS_CACHE_MB", "2048"))
@@ -230,6 +247,13 @@ def run_soak(requests: int = 200) -> bool:
     print(
         f"{sum(o == 'ok' for o in outcomes)}/{requests} without exception; growth within the cache budget ({cache_mb} MB): {'met' if good else 'missed'}\n"
     )
+    table = rec.table(
+        f"Soak: {requests} varied requests, one session after another (cache budget {cache_mb} MB)",
+        ["RSS after 20 MB", f"after {requests} MB", "grew MB", "peak MB", "without exception", "seconds"],
+    )
+    table.add(after20 / 2**20, after / 2**20, grew / 2**20, peak / 2**20,
+              f"{sum(o == 'ok' for o in outcomes)}/{requests}", seconds)  # fmt: skip
+    rec.headline(f"server growth over {requests} varied requests", grew / 2**20, "MB", f"≤ {cache_mb} MB", good)
     return good
 
 
@@ -241,12 +265,15 @@ def main() -> int:
     args = ap.parse_args()
     print(f"{os.cpu_count()} CPUs visible; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}\n")
     ok = True
+    rec = Record(variant("hostile", args.only), "Hostile inputs and a class at once: memory, time, the cache budget")
     if args.only in (None, "cli"):
-        ok &= run_cli()
+        ok &= run_cli(rec)
     if args.only in (None, "load"):
-        ok &= run_load(args.sessions)
+        ok &= run_load(rec, args.sessions)
     if args.only in (None, "soak"):
-        ok &= run_soak(args.requests)
+        ok &= run_soak(rec, args.requests)
+    rec.note(f"{os.cpu_count()} CPUs visible; load average {load_average()} at the end")
+    rec.save()
     return 0 if ok else 1
 
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from bench.results import Record, load_average, variant
 from models import load_encoder
 from models.masks.checker import EXAMPLES, check_mask, example_expect
 from models.masks.harness import check_attention
@@ -52,13 +53,22 @@ def main() -> None:
         f"{os.cpu_count()} cores visible, torch {torch.__version__} with {torch.get_num_threads()} threads; "
         f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}\n"
     )
+    rec = Record(
+        variant("masks", None if args.part == "all" else args.part, None if args.model == "minilm" else args.model,
+                None if args.device == "cpu" else args.device),
+        "The mask checker and check-attention: every teaching example, and what a check costs",
+    )  # fmt: skip
     if args.part in ("all", "masks"):
-        bench_checker(args)
+        bench_checker(rec, args)
     if args.part in ("all", "attention", "speed"):
-        bench_attention(planted=args.part != "speed")
+        bench_attention(rec, planted=args.part != "speed")
+    rec.note(
+        f"torch {torch.__version__} with {torch.get_num_threads()} threads; load average {load_average()} at the end"
+    )
+    rec.save()
 
 
-def bench_checker(args: argparse.Namespace) -> None:
+def bench_checker(rec: Record, args: argparse.Namespace) -> None:
     enc = load_encoder(args.model, device=args.device)
     check_mask(enc, SENTENCE, "causal", "keep", "causal")  # warm-up
 
@@ -67,6 +77,11 @@ def bench_checker(args: argparse.Namespace) -> None:
         f"{'example':<22} {'verdict':<7} {'behaviour Δ':>12} {'forbidden mass':>14} {'ms':>6}  failing checks / diagnosis"
     )
     seq = enc.encode(SENTENCE).seq
+    table = rec.table(
+        f"Every example of the Masks page on {enc.name} ({enc.device})",
+        ["example", "verdict", "behaviour Δ", "forbidden mass", "ms", "failing checks / diagnosis"],
+    )
+    caught = True
     for key, (expr, convention, _, _) in EXAMPLES.items():
         expect = example_expect(key, seq)
         texts = [SENTENCE, "Too tired."] if "padding" in expect else [SENTENCE]
@@ -80,6 +95,12 @@ def bench_checker(args: argparse.Namespace) -> None:
             f"{key:<22} {r.verdict:<7} {'-' if b is None else f'{b:.3g}':>12} {mass:>14.3g} {ms:>6.0f}  "
             f"{', '.join(r.failed()) or '-'}{' / ' + diag if diag else ''}"
         )
+        table.add(key, r.verdict, "-" if b is None else b, mass, ms,
+                  f"{', '.join(r.failed()) or '-'}{' / ' + diag if diag else ''}")  # fmt: skip
+        caught &= r.verdict == ("pass" if key.startswith("ok") else "fail")
+    rec.headline(f"teaching examples judged right ({len(EXAMPLES)})", len(EXAMPLES) if caught else 0, "of " +
+                 str(len(EXAMPLES)), "all", caught)  # fmt: skip
+    cost = rec.table("One causal check (median of 5)", ["tokens", "ms"])
 
     print("\ntokens  causal check ms (median of 5)")
     for n in args.tokens:
@@ -92,6 +113,7 @@ def bench_checker(args: argparse.Namespace) -> None:
                 times.append((time.perf_counter() - t0) * 1e3)
         assert r.ok and len(r.tokens[0]) == n
         print(f"{n:>6}  {statistics.median(times):>8.0f}")
+        cost.add(n, statistics.median(times))
 
 
 PLANTED = [
@@ -142,16 +164,19 @@ def _loop_dependence(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return dep
 
 
-def bench_attention(planted: bool = True) -> None:
+def bench_attention(rec: Record, planted: bool = True) -> None:
     check_attention(at.cumulative_mean, "causal")  # warm-up
     if planted:
         print("\ncheck-attention: planted targets (seq 16, d_model 64, batch 2)")
         print(f"{'target':<26} {'verdict':<7} {'s':>6}  likely cause")
+        table = rec.table("check-attention: planted targets (seq 16, d_model 64, batch 2)",
+                          ["target", "verdict", "s", "likely cause"])  # fmt: skip
     for name, make, expect, kw in PLANTED if planted else []:
         t0 = time.perf_counter()
         r = check_attention(make(), expect, **kw)
         cause = (r.cause or "-").split(":")[0]
         print(f"{name:<26} {r.verdict:<7} {time.perf_counter() - t0:>6.2f}  {cause}")
+        table.add(name, r.verdict, time.perf_counter() - t0, cause)
 
     torch.manual_seed(0)
     model = at.Stack(d_model=256, heads=4, layers=2).eval()
@@ -184,6 +209,12 @@ def bench_attention(planted: bool = True) -> None:
         f"{'one forward pass of the target':<40} {forward:>7.3f} s   the verdict costs {ours / forward:.0f} forward "
         f"passes, the peer {peer / forward:.0f}"
     )
+    speed = rec.table("Speed: 2-layer block stack, seq 64, d_model 256, batch 2, expect causal (median of 3)",
+                      ["", "s", "forward passes"])  # fmt: skip
+    speed.add(f"check_attention (whole verdict) [{r.method}]", ours, ours / forward)
+    speed.add("peer: one backward per output (B·T=128)", peer, peer / forward)
+    speed.add("one forward pass of the target", forward, 1)
+    rec.headline("check_attention, 2-layer target, seq 64, d_model 256", ours, "s", "≤ 10 s", ours <= 10)
 
 
 if __name__ == "__main__":

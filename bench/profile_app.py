@@ -146,10 +146,26 @@ def main() -> None:
         + f"{wall * 1e3:.0f} ms in the script thread; load average {os.getloadavg()[0]:.2f}"
     )
     print(f"{'piece of the request path (cumulative, nested)':<44} {'ms':>8} {'share':>6} {'calls':>6}")
+    from bench.results import Record, load_average, variant
+
+    rec = Record(
+        variant("profile_app", args.page if args.page != "explore" else None, None if args.action == "type" else
+                args.action, None if args.model == "minilm" else args.model),
+        "One script run of a page under cProfile (Streamlit's AppTest, in-process)",
+    )  # fmt: skip
+    table = rec.table(
+        f"{args.page}, {args.model}, {args.tokens} tokens, after "
+        + ("typing a new text" if args.action == "type" else "moving the layer slider")
+        + f": {wall * 1e3:.0f} ms in the script thread",
+        ["piece of the request path (cumulative, nested)", "ms", "share %", "calls"],
+    )
     for label, path_part, name in PIECES:
         seconds, calls = cumulative(stats, path_part, name)
         if calls:
             print(f"{label:<44} {seconds * 1e3:>8.1f} {100 * seconds / wall:>5.0f}% {calls:>6}")
+            table.add(label, seconds * 1e3, 100 * seconds / wall, calls)
+    rec.note(f"AppTest recompiles the page on every run; load average {load_average()} at the end")
+    rec.save()
     print(f"\ntop {args.top} functions by own time:")
     stats.sort_stats("tottime").print_stats(args.top)
 

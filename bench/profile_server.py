@@ -143,10 +143,25 @@ def main() -> None:
         f"py-spy: {total} samples at {args.rate}/s of the server's Python threads ≈ {total * per_text:.0f} ms per text"
     )
     print(f"{'piece (samples through it, nested)':<48} {'ms/text':>8} {'share':>6}")
+    from bench.results import Record, load_average, variant
+
+    rec = Record(
+        variant("profile_server", None if args.model == "minilm" else args.model, None if args.tokens == 128 else
+                f"{args.tokens}tokens"),
+        "Where a typed text goes in the running server (py-spy)",
+    )  # fmt: skip
+    table = rec.table(
+        f"{args.model}, {args.tokens}-token texts, {n} typed; server CPU per typed text "
+        f"{statistics.median(cpu) * 1e3:.0f} ms (py-spy attached); typed → idle {statistics.median(wall):.2f} s",
+        ["piece (samples through it, nested)", "ms/text", "share %"],
+    )
     for label, _path, _func in PIECES:
         if pieces[label]:
             print(f"{label:<48} {pieces[label] * per_text:>8.1f} {100 * pieces[label] / max(1, total):>5.0f}%")
+            table.add(label, pieces[label] * per_text, 100 * pieces[label] / max(1, total))
     print("threads: " + ", ".join(f"{name} {100 * c / max(1, total):.0f}%" for name, c in threads.most_common(6)))
+    rec.note(f"py-spy's sampling slows the server: read the shares; load average {load_average()} at the end")
+    rec.save()
 
 
 if __name__ == "__main__":

@@ -3,8 +3,20 @@
 The file holds the figures, the machine (CPU model, cores, memory, accelerator), the date, the command that made
 it and the git commit, so that README's headline table and docs/benchmarks.md are generated from it, never typed.
 
-    from bench.results import save
-    save("encoder", {"rows": [...], "targets": {...}})
+    from bench.results import Record
+    rec = Record("encoder", "Our encoder against transformers' eager BertModel")
+    t = rec.table("BERT-base shape", ["tokens", "ours ms", "transformers ms", "ratio"])
+    t.add(128, 122.9, 134.1, 0.92)
+    rec.headline("encode ÷ transformers, 128 tokens, BERT-base shape", 0.92, target="≤ 0.9", met=False)
+    rec.series("time against tokens", "tokens", "ms", [128, 512], {"ours": [122.9, 528.9], "transformers": [...]})
+    rec.save()                                   # or save(name, figures) with a dict of your own
+
+The figures tools/bench_docs.py renders (any bench that fills them is documented with no code of its own):
+    title      what the bench compares, one line
+    tables     [{"title", "columns", "rows"}]: one table each on docs/benchmarks.md
+    headline   [{"label", "value", "unit", "target", "met"}]: README's table of headline figures
+    series     [{"title", "x_label", "y_label", "x", "lines": {name: [y, ...]}}]: one SVG plot each
+    notes      [str]: the conditions of the run (load average, threads, what was skipped)
 """
 
 from __future__ import annotations
@@ -66,6 +78,7 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "memory_gb": _memory_gb(),
         "python": platform.python_version(),
+        "load_average": load_average(),  # at the end of the run: other work slows every figure
     }
     try:
         import torch
@@ -79,14 +92,114 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def load_average() -> str:
+    """Return the 1-, 5- and 15-minute load averages as text (other work on the machine slows every figure)."""
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def variant(name: str, *parts: str | None) -> str:
+    """Return NAME-part-part for the parts that are not None: one file per thing measured (model, device, part)."""
+    slugs = ["".join(c if c.isalnum() else "-" for c in p.lower()).strip("-") for p in parts if p]
+    return "-".join([name, *[s for s in slugs if s]])
+
+
+class Table:
+    """One printed table, kept as data: a title, its columns and its rows (numbers stay numbers)."""
+
+    def __init__(self, title: str, columns: list[str]):
+        self.title, self.columns = title, list(columns)
+        self.rows: list[list[Any]] = []
+
+    def add(self, *values: Any) -> None:
+        if len(values) != len(self.columns):
+            raise ValueError(f"table {self.title!r}: {len(values)} values for {len(self.columns)} columns")
+        self.rows.append([_plain(v) for v in values])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "columns": self.columns, "rows": self.rows}
+
+
+def _plain(v: Any) -> Any:
+    """Numbers rounded to what the bench can tell apart (4 significant digits), everything else as JSON has it."""
+    if isinstance(v, bool) or v is None or isinstance(v, int | str):
+        return v
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if f != f or f in (float("inf"), float("-inf")):
+        return None  # not measured (NaN) or unbounded: JSON has no such number
+    return float(f"{f:.4g}")
+
+
+class Record:
+    """What one bench run prints, as data: tables, headline figures, series for plots and notes; save() writes it."""
+
+    def __init__(self, name: str, title: str):
+        self.name, self.title = name, title
+        self.tables: list[Table] = []
+        self.headlines: list[dict[str, Any]] = []
+        self.plots: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+
+    def table(self, title: str, columns: list[str]) -> Table:
+        t = Table(title, columns)
+        self.tables.append(t)
+        return t
+
+    def headline(
+        self, label: str, value: float, unit: str = "", target: str | None = None, met: bool | None = None
+    ) -> None:
+        self.headlines.append({"label": label, "value": _plain(value), "unit": unit, "target": target, "met": met})
+
+    def series(self, title: str, x_label: str, y_label: str, x: list[float], lines: dict[str, list[float]]) -> None:
+        self.plots.append(
+            {
+                "title": title,
+                "x_label": x_label,
+                "y_label": y_label,
+                "x": [_plain(v) for v in x],
+                "lines": {k: [_plain(v) for v in ys] for k, ys in lines.items()},
+            }
+        )
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "tables": [t.as_dict() for t in self.tables],
+            "headline": self.headlines,
+            "series": self.plots,
+            "notes": self.notes,
+        }
+
+    def save(self) -> Path:
+        return save(self.name, self.figures())
+
+
+def _command() -> str:
+    """Return the command line that reran this bench: the settings it ran under (ATTENTION_LENS_*, OMP), then argv."""
+    env = [
+        f"{k}={shlex.quote(v)}"
+        for k, v in sorted(os.environ.items())
+        if (k.startswith("ATTENTION_LENS_") and k != "ATTENTION_LENS_BENCH_RESULTS") or k == "OMP_NUM_THREADS"
+    ]
+    argv = [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]
+    return " ".join([*env, "python", *(shlex.quote(a) for a in argv)])
+
+
 def save(name: str, figures: dict[str, Any], command: str | None = None) -> Path:
     """Write bench/results/NAME.json (figures, machine, date, command, commit) and return its path."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     doc = {
         "bench": name,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": command
-        or "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]),
+        "command": command or _command(),
         "commit": _commit(),
         "machine": machine(),
         "figures": figures,

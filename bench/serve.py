@@ -194,6 +194,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from bench.encoder import bert_base_folder
+    from bench.results import Record, load_average
     from models import bundled_model_dir
     from models.weights import _load_tokenizer
     from tests.browser.support import ARTIFACTS, app_process, browser
@@ -227,8 +228,18 @@ def main() -> None:
         f"{'model':>9} {'tokens':>6} {'server CPU ms':>13} {'encode CPU ms':>13} {'ratio':>6} "
         f"{'typed→idle s':>12} {'runs':>5} {'script thread ms':>16}"
     )
+    rec = Record("serve", "The server's cost of a typed text, against the encode the page asks for")
+    table = rec.table(
+        f"Typed texts in Explore (median of {args.texts}; {threads})",
+        ["model", "tokens", "server CPU ms", "encode CPU ms", "ratio", "typed→idle s", "runs", "script thread ms"],
+    )
     for (m, n), t in typed.items():
         server, enc = statistics.median(t.cpu) * 1e3, statistics.median(encode[(m, n)]) * 1e3
+        table.add(m, n, server, enc, server / enc, statistics.median(t.wall), statistics.median(t.runs),
+                  statistics.median(t.script) * 1e3)  # fmt: skip
+        if n == 128:
+            rec.headline(f"server CPU per typed text ÷ its encode, {m}, 128 tokens", server / enc, "×", "≤ 3",
+                         server / enc <= 3)  # fmt: skip
         print(
             f"{m:>9} {n:>6} {server:>13.0f} {enc:>13.0f} {server / enc:>6.2f} "
             f"{statistics.median(t.wall):>12.2f} {statistics.median(t.runs):>5.0f} "
@@ -239,6 +250,11 @@ def main() -> None:
         print(
             f"{sessions} sessions typing a 128-token text at once ({next(iter(specs))}): all idle after {crowd_s:.1f} s"
         )
+        crowd = rec.table("Sessions typing at once", ["sessions", "model", "tokens", "all idle after s"])
+        crowd.add(sessions, next(iter(specs)), 128, crowd_s)
+        rec.headline(f"{sessions} sessions typing a 128-token text at once: all idle after", crowd_s, "s")
+    rec.note(f"{os.cpu_count()} cores; load average {load_average()} at the end")
+    rec.save()
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
@@ -11,12 +12,12 @@ import torch
 from torch import nn
 
 from . import families, settings
-from .bert import INTERNAL_NAMES, BertModel, SelfAttention
+from .attention import RECORDED
 from .capabilities import Capabilities
-from .config import BertConfig, GPT2Config
 from .errors import InputError, MaskError
-from .gpt2 import GPT2Model
+from .maps import OnDemandMaps
 from .masks import conventions as masks
+from .network import Network
 from .tokens import display_tokens
 
 # Our attention matches transformers' eager model on the same weights to this (max abs difference, float32):
@@ -52,7 +53,9 @@ class EncoderOutput:
     tokens: list[Any]
     input_ids: torch.Tensor  # [seq] long
     token_type_ids: torch.Tensor  # [seq] long: 0 for sentence A, 1 for sentence B
-    attentions: torch.Tensor  # [layers, heads, q_pos, k_pos] float32, rows sum to 1
+    # [layers, heads, q_pos, k_pos] float32, rows sum to 1; a long text: OnDemandMaps, read the same way by
+    # layer, head and rows (`on_demand` says which; pages need not ask)
+    attentions: Any
     hidden_states: torch.Tensor | None  # [seq, d_model] float32, output of the last layer; None: encode(hidden=False)
     keep: torch.Tensor  # [q_pos, k_pos] bool, True = may attend: the mask the encoder applied (padding included)
     padding: torch.Tensor  # [seq] bool, True = real token, False = [PAD]
@@ -76,11 +79,25 @@ class EncoderOutput:
 
     @property
     def is_decoder(self) -> bool:
-        return self.kind == "decoder"
+        """Deprecated: ask `capabilities.causal` (or the capability the question is really about)."""
+        return self.capabilities.causal
+
+    def layer_keep(self, layer: int) -> torch.Tensor:
+        """Return (q_pos, k_pos) bool: the mask `layer` applied (keep, narrowed by that layer's sliding window)."""
+        w = self.capabilities.window(layer)
+        if w is None:
+            return self.keep
+        T = self.keep.shape[-1]
+        return self.keep & masks.causal_keep(T, window=w)
 
     @property
     def is_batch(self) -> bool:
-        return self.attentions.dim() == 5
+        return bool(self.tokens) and isinstance(self.tokens[0], list)
+
+    @property
+    def on_demand(self) -> bool:
+        """Return whether the maps are made on demand (a long text: models.maps.OnDemandMaps), not kept whole."""
+        return isinstance(self.attentions, OnDemandMaps)
 
     @property
     def seq(self) -> int:
@@ -95,10 +112,15 @@ class EncoderOutput:
         return int(self.attentions.shape[-3])
 
     @property
+    def maps(self) -> OnDemandMaps | torch.Tensor:
+        """Return the maps (layers, heads, q_pos, k_pos) to read by layer, head and rows: dense or on demand."""
+        return self.attentions
+
+    @property
     def many_unknown(self) -> bool:
         """True when so many tokens are [UNK] that the model's vocabulary does not cover the text."""
-        if self.is_decoder:
-            return False  # byte-level BPE has no unknown token: every byte is in the vocabulary
+        if not self.capabilities.may_have_unknown:
+            return False  # byte-level vocabularies have no unknown token: every byte is in them
         specials = 2 + int(bool(self.token_type_ids.any()))  # [CLS] a [SEP], plus b [SEP] for a pair
         n_words = max(1, int(self.padding.sum()) - specials)
         if isinstance(self.n_unknown, list):
@@ -118,12 +140,15 @@ class EncoderOutput:
         cut: dict[str, Any] = {  # Any: replace() would otherwise read a tensor as one of the str fields
             "input_ids": self.input_ids[i, :n],
             "token_type_ids": self.token_type_ids[i, :n],
-            "attentions": self.attentions[i, ..., :n, :n],
+            # A long text's maps on demand are one text's already (and have no padding).
+            "attentions": self.attentions
+            if isinstance(self.attentions, OnDemandMaps)
+            else self.attentions[i, ..., :n, :n],
             "hidden_states": None if self.hidden_states is None else self.hidden_states[i, :n],
             "keep": self.keep[i, :n, :n],
             "padding": self.padding[i, :n],
         }
-        for name in (*INTERNAL_NAMES, "layer_inputs"):
+        for name in (*RECORDED, "layer_inputs"):
             t = getattr(self, name)
             if t is None:
                 continue
@@ -178,7 +203,7 @@ class Encoder:
 
     def __init__(
         self,
-        model: BertModel | GPT2Model,
+        model: Network,
         tokenizer: Any,
         device: torch.device,
         dtype: torch.dtype,
@@ -189,9 +214,6 @@ class Encoder:
         capabilities: Capabilities | None = None,
     ):
         self.model = _aligned(model.eval().requires_grad_(False))
-        for module in self.model.modules():  # after loading, moving and casting: W_q, W_k, W_v become one weight
-            if isinstance(module, SelfAttention):
-                module.fuse_qkv()
         # The checkpoint's masked-LM head (models.mlm.MlmHead), when it has one; head importance uses it.
         self.mlm_head = _aligned(mlm_head.eval().requires_grad_(False)) if mlm_head is not None else None
         self.tokenizer = tokenizer
@@ -207,17 +229,19 @@ class Encoder:
         self.capabilities: Capabilities = caps
 
     @property
-    def config(self) -> BertConfig | GPT2Config:
+    def config(self) -> Any:
+        """Our config of the model's family (models.config): n_layers, n_heads, d_model, d_k, … for every family."""
         return self.model.config
 
     @property
     def kind(self) -> str:
-        """Return "encoder" (BERT: bidirectional) or "decoder" (GPT-2: causal, predicts the next token)."""
-        return self.model.kind
+        """Return "decoder" (causal: predicts the next token) or "encoder" (bidirectional): for display."""
+        return "decoder" if self.capabilities.causal else "encoder"
 
     @property
     def is_decoder(self) -> bool:
-        return self.kind == "decoder"
+        """Deprecated: ask `capabilities.causal` (or the capability the question is really about)."""
+        return self.capabilities.causal
 
     @property
     def max_tokens(self) -> int:
@@ -234,14 +258,16 @@ class Encoder:
 
     def describe(self) -> dict[str, Any]:
         """Return the facts a page or the CLI shows about this model."""
-        c = self.config
-        return {
+        c, caps = self.config, self.capabilities
+        facts: dict[str, Any] = {
             "name": self.name,
+            "family": caps.family,
             "kind": self.kind,
             "spec": self.spec,
             "source": self.source,
             "layers": c.n_layers,
             "heads": c.n_heads,
+            "kv_heads": caps.kv_heads,
             "d_model": c.d_model,
             "d_k": c.d_k,
             "d_ff": c.d_ff,
@@ -249,9 +275,19 @@ class Encoder:
             "params": self.n_params,
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
+            "causal": caps.causal,
+            "pairs": caps.pairs,
+            "tokens": caps.token_display,
             "mlm_head": self.mlm_head is not None,
-            "lm_head": self.is_decoder,  # GPT-2's next-token head, tied to the token embeddings
+            "lm_head": caps.lm_head == "next_token",  # a decoder's next-token head (tied or its own)
+            "generation": caps.generation,
+            "positions": "rotary" if caps.rotary else "learned",
         }
+        if caps.rotary:
+            facts["rope_theta"] = c.rope_theta
+            facts["rope_type"] = c.rope_type
+        facts["window"] = list(caps.windows) if caps.windows else None
+        return facts
 
     # ---- tokenization -------------------------------------------------------------------------------
 
@@ -296,8 +332,8 @@ class Encoder:
                 raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
             seconds = [self._optional(t, f"second sentence {i + 1}") for i, t in enumerate(texts_b)]
             present = [b for b in seconds if b is not None]
-            if present and self.is_decoder:
-                raise InputError("sentence pairs are for BERT encoders: a decoder reads one text (join them instead)")
+            if present and not self.capabilities.pairs:
+                raise InputError("this model reads one text, not a sentence pair (join them instead)")
             if present and len(present) != len(seconds):
                 raise InputError("in a batch of pairs every item needs a second sentence")
             clean_b = present or None
@@ -344,6 +380,8 @@ class Encoder:
         mask: str | torch.Tensor | None = None,
         internals: bool = False,
         hidden: bool = True,
+        layers: Collection[int] | None = None,
+        progress: Callable[[float], None] | None = None,
     ) -> EncoderOutput:
         """Encode several texts at once (padded to the longest); every tensor gets a leading batch axis.
 
@@ -352,6 +390,12 @@ class Encoder:
         mask (which no user mask can lift).
         hidden: False when only the maps are wanted (the app's pages): the last layer stops at its attention
         (`maps_only` in the model's forward) and hidden_states is None. The maps are the same numbers.
+
+        A long text (one, whose maps would take more than ATTENTION_LENS_DENSE_MAPS_MB) gets its maps on demand:
+        `attentions` is then a models.maps.OnDemandMaps read like the tensor (`[layer, head]`, `[layer, head,
+        rows]`, `.shape`), within ATTENTION_LENS_MAX_TOKEN_HEADS (tokens × layers × heads) checked before the
+        forward. layers: only these layers' maps can be read later (the CLI's export --layers). progress: called
+        with the fraction of layers done while a long forward runs.
         """
         if isinstance(texts, str):
             raise InputError("encode_batch takes a list of texts; use encode() for one")
@@ -365,33 +409,39 @@ class Encoder:
         user_keep, mask_name = self.keep_for(mask, T, B)
         keep = masks.combine(pad, user_keep)
 
+        on_demand = self._needs_on_demand(B, T, internals)
         res = self.model(
             input_ids.to(self.device),
             token_type_ids.to(self.device),
             keep=keep,
             record=internals,
             maps_only=not hidden and not internals,
+            on_demand=on_demand,
+            keep_layers=layers,
+            progress=progress,
         )
-        attentions = res.attentions.cpu()  # (B, layers, heads, q_pos, k_pos), float32
+        # (B, layers, heads, q_pos, k_pos) float32; on demand: OnDemandMaps (layers, heads, q_pos, k_pos) of one text
+        attentions = res.attentions.cpu()
         if keep is None:
             keep_qk = torch.ones(B, T, T, dtype=torch.bool)
         else:
             # The applied mask, per sentence: the same for every head unless the user gave per-head masks.
             k4 = masks.as_4d(keep)
             keep_qk = torch.broadcast_to(k4, (B, k4.shape[1], T, T))[:, 0].cpu().clone()
-        if self.is_decoder:
-            # The decoder applies its own causal mask (the tril buffer) inside every layer, ANDed with `keep`.
-            keep_qk &= torch.tril(torch.ones(T, T, dtype=torch.bool))
+        if self.capabilities.causal:
+            # A causal model applies its own mask inside every layer, ANDed with `keep` (sliding-window layers
+            # narrow it further: EncoderOutput.layer_keep).
+            keep_qk &= masks.causal_keep(T)
             if mask_name == "bidirectional":
                 mask_name = "causal"
 
         extra: dict[str, torch.Tensor] = {}
         if internals and res.record is not None:
-            for name in INTERNAL_NAMES:
-                extra[name] = torch.stack(getattr(res.record, name), dim=1).float().cpu()
+            for name in RECORDED:
+                extra[name] = res.record.stacked(name).float().cpu()
             extra["layer_inputs"] = torch.stack(res.record.hidden_states, dim=1).float().cpu()
 
-        unk_id = None if self.is_decoder else getattr(self.tokenizer, "unk_token_id", None)
+        unk_id = getattr(self.tokenizer, "unk_token_id", None) if self.capabilities.may_have_unknown else None
         n_unknown = [int((row == unk_id).sum()) for row in input_ids] if unk_id is not None else [0] * B
         notes = []
         if any(cut):
@@ -406,7 +456,7 @@ class Encoder:
 
         return EncoderOutput(
             tokens=batch.tokens,
-            display_tokens=[display_tokens(row, byte_level=self.is_decoder) for row in batch.tokens],
+            display_tokens=[display_tokens(row, self.capabilities.token_display) for row in batch.tokens],
             kind=self.kind,
             capabilities=self.capabilities,
             input_ids=input_ids,
@@ -423,6 +473,32 @@ class Encoder:
             **extra,
         )
 
+    def fits_dense(self, text: str, text_b: str | None = None) -> bool:
+        """Return whether one text's maps are kept whole (else they are made on demand: a long text)."""
+        batch = self.tokenize([text], None if text_b is None else [text_b])
+        c = self.config
+        T = batch.input_ids.shape[1]
+        return 4 * c.n_layers * c.n_heads * T * T / (1 << 20) <= settings.limit("dense_maps_mb")
+
+    def _needs_on_demand(self, batch: int, seq: int, internals: bool) -> bool:
+        """Return whether a (batch, seq) input's maps are made on demand; BudgetError when it cannot be run at all.
+
+        Checked before the forward allocates anything: dense maps are layers · heads · seq² float32 per text.
+        """
+        c = self.config
+        dense_mb = 4 * batch * c.n_layers * c.n_heads * seq * seq / (1 << 20)
+        if dense_mb <= settings.limit("dense_maps_mb"):
+            return False
+        what = f"{seq:,} tokens × {c.n_layers} layers × {c.n_heads} heads"
+        if batch > 1:
+            settings.require("dense_maps_mb", math.ceil(dense_mb), f"every map of a batch of {batch} ({what})")
+        if internals:
+            settings.require(
+                "dense_maps_mb", math.ceil(dense_mb), f"the step-by-step internals of {what} (every map kept)"
+            )
+        settings.require("max_token_heads", seq * c.n_layers * c.n_heads, f"this text's maps on demand ({what})")
+        return True
+
     def encode(
         self,
         text: str,
@@ -430,14 +506,22 @@ class Encoder:
         mask: str | torch.Tensor | None = None,
         internals: bool = False,
         hidden: bool = True,
+        layers: Collection[int] | None = None,
+        progress: Callable[[float], None] | None = None,
     ) -> EncoderOutput:
         """Encode one text (or a sentence pair through text_b); see EncoderOutput for what comes back.
 
         hidden=False: only the maps are wanted, hidden_states is None and the last layer's tail is skipped (see
-        encode_batch)."""
+        encode_batch, also for long texts, `layers` and `progress`)."""
         clean = self._required(text, "text")
         out = self.encode_batch(
-            [clean], None if text_b is None else [text_b], mask=mask, internals=internals, hidden=hidden
+            [clean],
+            None if text_b is None else [text_b],
+            mask=mask,
+            internals=internals,
+            hidden=hidden,
+            layers=layers,
+            progress=progress,
         )
         single = out.item(0, trim=False)
         if single.many_unknown:

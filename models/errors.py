@@ -38,3 +38,15 @@ class BudgetError(InputError):
 
 class ModelNotAllowedError(ModelLoadError):
     """A model outside the operator's ATTENTION_LENS_MODELS, or a custom one on a shared server without a list."""
+
+
+def one_line(err: BaseException, limit: int = 300, with_type: bool = False) -> str:
+    """Return an exception's text on one line, cut to `limit` characters: what the CLI prints and the app shows.
+
+    with_type: lead with the exception's class name (for errors raised by code that is not ours: a user's module).
+    An exception with no text is named by its class.
+    """
+    text = " ".join(str(err).split())
+    if with_type or not text:
+        text = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"

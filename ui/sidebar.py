@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from models import AttnVizError, Encoder, EncoderOutput, ModelNotAllowedError, settings
+from models import AttnVizError, Capabilities, Encoder, EncoderOutput, ModelNotAllowedError, settings
 from models.attention_file import AttentionMaps
 from models.masks import Expectation, parse_expectation
 
@@ -16,6 +16,7 @@ from .state import EXAMPLES, t
 
 MODEL_CHOICES = (
     "minilm",
+    "smollm2",
     "bert-base-uncased",
     "bert-base-chinese",
     "gpt2",
@@ -25,6 +26,8 @@ MODEL_CHOICES = (
     "random:tiny",
     "random:gpt2",
     "random:gpt2-tiny",
+    "random:smollm2",
+    "random:llama-tiny",
 )
 CUSTOM = "custom"
 MASK_KINDS = ("bidirectional", "causal", "window", "prefix", "chunk")
@@ -33,6 +36,25 @@ CUSTOM_MASK = "composed"
 # both stand for). A value of its own, not only a label: the browser redraws a picked option's label only when
 # its value changes, so "Bidirectional (BERT)" stayed on screen after switching to a decoder.
 BUILT_IN = "built_in"
+
+
+def _text_from_file() -> None:
+    """A .txt upload becomes the text (a long one: up to the model's positions), within the text budget."""
+    st.session_state.pop("text_file_error", None)
+    upload = st.session_state.get("text_file")
+    if upload is None:
+        return
+    cap = int(settings.limit("max_text_chars"))
+    raw = upload.getvalue()[: 4 * cap + 4]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        st.session_state["text_file_error"] = t("sidebar.text_file_not_utf8")
+        return
+    if len(text) > cap:
+        st.session_state["text_file_error"] = t("sidebar.text_file_too_long", n=f"{len(text):,}", cap=f"{cap:,}")
+        return
+    st.session_state["text"] = text
 
 
 def _apply_example() -> None:
@@ -107,13 +129,13 @@ def _refusal() -> str:
 MASK_PARAM_MAX = 511  # positions of a 512-token model, counted from 0
 
 
-def _is_decoder(spec: str) -> bool:
-    """Return whether the spec names a decoder, from its config; a spec this server refuses is not looked at."""
+def _capabilities(spec: str) -> Capabilities:
+    """Return what the spec's model can do, from its config; a spec this server refuses is not looked at."""
     try:
         settings.check_model(spec, presets=MODEL_CHOICES, shared=shared_server())
     except AttnVizError:
-        return False
-    return cache.kind(spec) == "decoder"
+        return Capabilities()
+    return cache.capabilities(spec)
 
 
 def _mask_picker(decoder: bool = False) -> None:
@@ -206,17 +228,26 @@ def render() -> None:
             on_change=_apply_example,
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
-        decoder = _is_decoder(state.get("model"))
-        if decoder:  # one text; the second sentence is kept (in the URL too) for when an encoder comes back
-            st.caption(t("sidebar.decoder_note"))
-        else:
+        st.file_uploader(
+            t("sidebar.text_file"),
+            type=["txt"],
+            key="text_file",
+            on_change=_text_from_file,
+            help=t("sidebar.text_file_help"),
+        )
+        if st.session_state.get("text_file_error"):
+            st.error(st.session_state["text_file_error"])
+        caps = _capabilities(state.get("model"))
+        if caps.pairs:
             st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
+        else:  # one text; the second sentence is kept (in the URL too) for when a pair model comes back
+            st.caption(t("sidebar.decoder_note"))
         longest = max(len(state.get("text") or ""), len(state.get("text_b") or ""))
         if longest > state.URL_TEXT_CHARS:
             st.caption(t("sidebar.text_url_cut", n=f"{state.URL_TEXT_CHARS:,}", total=f"{longest:,}"))
         if st.session_state.pop("example_note", False):
             st.info(t("sidebar.chinese_note"))
-        _mask_picker(decoder)
+        _mask_picker(caps.causal)
     state.sync_url()
 
 
@@ -253,9 +284,15 @@ def current_output(internals: bool = False) -> EncoderOutput | None:
     enc = current_encoder()
     if enc is None:
         return None
+    place = st.empty()  # a long text's forward fills a progress bar here, layer by layer
+
+    def progress(fraction: float) -> None:
+        place.progress(min(1.0, fraction), text=t("status.encoding_long", pct=f"{100 * fraction:.0f}"))
+
     try:
         with st.spinner(t("status.encoding")):
-            out = cache.encode(sel, internals)
+            out = cache.encode(sel, internals, _progress=progress)
+        place.empty()
     except AttnVizError as err:
         st.error(t("status.encode_failed", reason=md(err)))
         return None

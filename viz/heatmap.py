@@ -182,7 +182,7 @@ def head_heatmap(
         z = np.log10(np.clip(w, LOG_FLOOR, None))
         lo, hi = math.log10(LOG_FLOOR), math.log10(max(top, LOG_FLOOR * 10))
         ticks = list(range(int(lo), int(math.floor(hi)) + 1))
-        colorbar = dict(
+        colorbar: dict[str, Any] = dict(
             title=dict(text=wd["colorbar_log"], side="right"), tickvals=ticks, ticktext=[f"{10.0**t:g}" for t in ticks]
         )
     else:

@@ -1,7 +1,7 @@
 """All heads of one layer side by side, plus their mean, as small heatmaps with hover (plotly subplots).
 
 Like the overview, colour follows √weight on one scale shared by every map (heads compare; a colour bar in weights
-says what a colour means), or each map's own maximum. Query tokens label the first column, key tokens the lowest
+says what a colour means), log₁₀ weight, or each map's own maximum. Query tokens label the first column, key tokens the lowest
 map of each column, sized for the pixels a map gets (viz.heatmap.token_ticks).
 """
 
@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from .heatmap import COLORSCALE, WORDS, token_labels, token_ticks
+from .heatmap import COLORSCALE, LOG_FLOOR, WORDS, token_labels, token_ticks
 from .overlays import add_mask_overlay
 from .overview import SCALES, downsample_factor, pool_max
 
@@ -48,7 +48,8 @@ def layer_figure(
     """Return (figure, factor): one heatmap per map of (n_maps, q_pos, k_pos), titled, in a grid of `cols`.
 
     scale "sqrt": one colour scale for all maps, colour ∝ √weight from 0 to 1, with a colour bar in weights;
-    "map": each map from 0 to its own largest weight, the colour bar in shares of that maximum. Maps longer than
+    "log": log₁₀ weight from LOG_FLOOR to 1, the bar in weights; "map": each map from 0 to its own largest
+    weight, the colour bar in shares of that maximum. Maps longer than
     max_cells are max-pooled by `factor` tokens per cell; labels and hover then name each block's first token.
     tokens / key_tokens: the rows' and columns' tokens (positions when omitted). keep (q_pos, k_pos) draws the mask
     overlay on every map (pooled the same way: a block is hidden only if all its pairs are).
@@ -98,7 +99,7 @@ def layer_figure(
         horizontal_spacing=0.02,
         vertical_spacing=0.06 if rows > 1 else 0.0,
     )
-    value = "%{z:.4f}" if scale == "sqrt" else "%{customdata[2]:.4f}"
+    value = "%{z:.4f}" if scale == "sqrt" else "%{customdata[2]:.4f}"  # log and map colour another number
     hover = (
         f"{wd['query']} %{{customdata[0]}}<br>{wd['key']} %{{customdata[1]}}<br>{wd['weight']} {value}"
         "<extra>%{fullData.name}</extra>"
@@ -111,20 +112,26 @@ def layer_figure(
             ticktext=[f"{v:g}" for v in SQRT_TICKS],
         )
         colours: str | list = sqrt_colorscale()
+    elif scale == "log":
+        decades = list(range(int(math.log10(LOG_FLOOR)), 1))
+        bar = dict(
+            thickness=16,
+            title=dict(text=wd["colorbar_log"], side="right"),
+            tickvals=decades,
+            ticktext=[f"{10.0**d:g}" for d in decades],
+        )
+        colours = COLORSCALE
     else:
         bar = dict(thickness=16, title=dict(text=wd["colorbar_map"], side="right"))
         colours = COLORSCALE
+    lo = math.log10(LOG_FLOOR) if scale == "log" else 0.0
     for i in range(n_maps):
         r, c = divmod(i, cols)
         z = pooled[i]
         data = custom
-        if scale == "map":
-            top = float(z.max()) or 1.0
-            if named:  # the weight itself goes to hover beside the two token labels
-                data = np.concatenate([custom, z[..., None].astype(object)], -1)
-            else:
-                data = np.concatenate([custom, z[..., None]], -1)
-            z = z / top
+        if scale != "sqrt":  # the weight itself goes to hover beside the two token labels
+            data = np.concatenate([custom, z[..., None].astype(object if named else np.float32)], -1)
+            z = z / (float(z.max()) or 1.0) if scale == "map" else np.log10(np.clip(z, LOG_FLOOR, None))
         fig.add_trace(
             go.Heatmap(
                 z=z,
@@ -132,8 +139,8 @@ def layer_figure(
                 y=np.arange(qb),
                 customdata=data,
                 colorscale=colours,
-                zmin=0.0,
-                zmax=1.0,
+                zmin=lo,
+                zmax=0.0 if scale == "log" else 1.0,
                 showscale=i == 0,
                 colorbar=bar if i == 0 else None,
                 hovertemplate=hover,

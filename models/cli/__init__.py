@@ -12,7 +12,7 @@ import warnings
 from types import ModuleType
 
 from ..encoder import TruncationWarning
-from ..errors import AttnVizError
+from ..errors import AttnVizError, one_line
 from . import check_attention, check_mask, export, generate, info, memory, stats
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, UsageError, add_model_args, add_text_args
 
@@ -56,11 +56,6 @@ def _check_utf8(argv: list[str]) -> None:
             raise UsageError(f"argument {i} is not valid UTF-8 text: pass text in UTF-8") from None
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 400 else text[:397] + "…"
-
-
 def _quiet_stdout() -> None:
     # Point stdout at devnull so that Python's final flush does not raise again (the recipe in the signal
     # module's documentation).
@@ -82,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a full disk or closed pipe shows here, inside our handlers
         return code
     except AttnVizError as err:
-        print(f"error: {_one_line(err)}", file=sys.stderr)
+        print(f"error: {one_line(err, 400)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
@@ -92,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except OSError as err:  # stdout on a full disk (/dev/full) and the like
         _quiet_stdout()
-        print(f"error: cannot write the output: {err.strerror or _one_line(err)}", file=sys.stderr)
+        print(f"error: cannot write the output: {err.strerror or one_line(err, 400)}", file=sys.stderr)
         return EXIT_USAGE
     except MemoryError:
         print("error: out of memory: try a shorter input or a smaller model", file=sys.stderr)

@@ -29,7 +29,7 @@ from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..files import read_user_file
 from ..weights import load_encoder
-from .common import add_model_args
+from .common import add_model_args, text_of
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
 
@@ -42,6 +42,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the sentence to analyse")
+    src.add_argument(
+        "--text-file", help="one long text from a UTF-8 file (up to the model's positions; maps made on demand)"
+    )
     src.add_argument("--file", help="a UTF-8 text file, one sentence per line (A<TAB>B for a sentence pair)")
     src.add_argument(
         "--attentions",
@@ -77,15 +80,24 @@ def run(args: argparse.Namespace) -> int:
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []
     if lines is None:
-        out = enc.encode(args.text, args.text_b, mask=args.mask, internals=True)
+        text = text_of(args)
+        # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
+        internals = enc.fits_dense(text, args.text_b)
+        out = enc.encode(text, args.text_b, mask=args.mask, internals=internals, hidden=internals)
+        if not internals:
+            notes.append(
+                f"{out.seq} tokens: maps made on demand; statistics are exact, redundancy on maps pooled "
+                "to 256 × 256 cells, no CKA and no importance"
+            )
+            args.no_importance = True
         notes += out.notes
         report = analyse(out, enc.device)
-        if enc.is_decoder:
+        if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
         importance = None if args.no_importance else head_importance(enc, out)
     else:
         report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
-        if enc.is_decoder:
+        if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
         if truncated:
             notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
@@ -118,7 +130,7 @@ def _run_file(args: argparse.Namespace) -> int:
     for note in maps.notes:
         print(f"warning: {note}", file=sys.stderr)
     report = analyse_maps(
-        maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model, kind=maps.kind
+        maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model, causal=maps.causal
     )
     doc = report.to_json()
     doc["redundancy"]["cka"] = None  # CKA compares the heads' outputs: a file holds only their maps

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import InputError
+from ..errors import InputError, one_line
 from .expectations import Expectation, Term
 from .expectations import parse as parse_expectation
 
@@ -125,7 +125,7 @@ def load_file_target(spec: str) -> Target:
         sys.modules.pop(mod_name, None)
         if isinstance(err, KeyboardInterrupt):
             raise
-        raise TargetError(f"importing {path.name} raised {_one_line(err)}") from None
+        raise TargetError(f"importing {path.name} raised {one_line(err, 330, with_type=True)}") from None
     obj: Any = module
     for part in m["name"].split("."):
         if not hasattr(obj, part):
@@ -136,7 +136,7 @@ def load_file_target(spec: str) -> Target:
         try:
             obj = obj()
         except Exception as err:  # noqa: BLE001 — user code
-            raise TargetError(f"calling {m['name']}() raised {_one_line(err)}") from None
+            raise TargetError(f"calling {m['name']}() raised {one_line(err, 330, with_type=True)}") from None
         label += "()"
     elif isinstance(obj, type):
         raise TargetError(f"{m['name']} in {path.name} is a class: write {label}() to build it first")
@@ -153,7 +153,7 @@ def load_hf_target(ref: str) -> Target:
     try:
         config = AutoConfig.from_pretrained(ref, trust_remote_code=False)
     except Exception as err:  # noqa: BLE001 — a missing folder, an unknown id, no network, remote code
-        raise TargetError(f"cannot load hf:{ref}: {_one_line(err)}") from None
+        raise TargetError(f"cannot load hf:{ref}: {one_line(err, 330, with_type=True)}") from None
     if getattr(config, "is_encoder_decoder", False):
         raise TargetError(
             f"hf:{ref} is an encoder-decoder model ({config.model_type}): unsupported, give a decoder-only or "
@@ -162,7 +162,7 @@ def load_hf_target(ref: str) -> Target:
     try:
         model = AutoModel.from_pretrained(ref, trust_remote_code=False, dtype=torch.float32)
     except Exception as err:  # noqa: BLE001
-        raise TargetError(f"cannot load hf:{ref}: {_one_line(err)}") from None
+        raise TargetError(f"cannot load hf:{ref}: {one_line(err, 330, with_type=True)}") from None
     if "inputs_embeds" not in inspect.signature(model.forward).parameters:
         raise TargetError(f"hf:{ref} ({type(model).__name__}) takes no inputs_embeds: unsupported")
     emb = model.get_input_embeddings()
@@ -193,11 +193,6 @@ def load_target(target: Any) -> Target:
             return load_hf_target(s[3:].strip())
         return load_file_target(s)
     return from_callable(target)
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text[:300]}" if text else type(err).__name__
 
 
 # ---- the report ----------------------------------------------------------------------------------------------
@@ -326,7 +321,7 @@ class _Runner:
         except TargetError:
             raise
         except Exception as err:  # noqa: BLE001 — user code
-            raise TargetError(f"the target raised {_one_line(err)}") from None
+            raise TargetError(f"the target raised {one_line(err, 330, with_type=True)}") from None
         return _output(out, self.shape)
 
 
@@ -368,7 +363,7 @@ def _dependence(run: _Runner, x: torch.Tensor, seed: int) -> tuple[torch.Tensor,
         except TargetError:
             raise
         except Exception as err:  # noqa: BLE001 — the target's backward is user code too
-            raise TargetError(f"the target's backward pass raised {_one_line(err)}") from None
+            raise TargetError(f"the target's backward pass raised {one_line(err, 330, with_type=True)}") from None
         dep[start : start + per] = torch.nan_to_num(g.detach().float(), nan=float("inf")).norm(dim=-1)
     k = -(-n // per)
     method = (

@@ -122,7 +122,7 @@ def test_thresholds_are_strict_and_shown():
         "punct": 0.6,
         "block": 0.8,
         "broad": 0.9,
-        "first": 0.6,
+        "sink": 0.6,
         "induction": 0.4,
     }
     # exactly 0.6 on [CLS] is not a [CLS] head (the rule is "> 0.6")
@@ -162,8 +162,18 @@ def test_heterogeneous_when_no_rule_holds():
     assert label_of(A) == "heterogeneous"
 
 
-def test_labels_are_from_the_list():
-    assert set(LABELS) == {"prev", "next", "cls", "sep", "punct", "block", "broad", "heterogeneous"}
+def test_every_label_is_reached_by_its_own_rule():
+    """One head per rule, each statistic just over its threshold: label_heads names them in LABELS' order."""
+    names = ("prev", "next", "cls", "sep", "punct", "block", "entropy_norm")
+    stats = {
+        k: np.zeros((1, len(LABELS)))
+        for k in ("prev", "next", "cls", "sep", "punct", "block", "entropy_norm", "entropy")
+    }
+    for col, name in enumerate(names):
+        stats[name][0, col] = 0.95
+    labels = label_heads(stats, pairs=True)
+    assert labels[0].tolist() == list(LABELS)
+    assert label_heads(stats, pairs=False)[0, 5] == "heterogeneous"  # no pairs: no block head
 
 
 @pytest.mark.parametrize(

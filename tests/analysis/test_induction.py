@@ -36,7 +36,7 @@ class _Planted:
 
 def test_a_planted_induction_head_scores_one(gpt2_tiny):
     fake = SimpleNamespace(
-        is_decoder=True,
+        capabilities=gpt2_tiny.capabilities,
         model=_Planted(gpt2_tiny.model),
         tokenizer=gpt2_tiny.tokenizer,
         config=gpt2_tiny.config,
@@ -79,9 +79,9 @@ def test_decoder_labels():
     ind = z.copy()
     ind[0, 0] = 0.5
     ind[0, 1] = 0.5  # induction wins over previous-token: the more specific pattern
-    labels = label_heads(stats, pairs=False, kind="decoder", induction=ind)
-    assert labels.tolist() == [["induction", "induction", "first", "punct", "broad"]]
-    assert label_heads(stats, pairs=False, kind="decoder")[0, 1] == "prev"  # without induction scores
+    labels = label_heads(stats, pairs=False, causal=True, induction=ind)
+    assert labels.tolist() == [["induction", "induction", "sink", "punct", "broad"]]
+    assert label_heads(stats, pairs=False, causal=True)[0, 1] == "prev"  # without induction scores
 
 
 def test_decoder_report_drops_bert_columns(gpt2_tiny):

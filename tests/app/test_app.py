@@ -64,10 +64,17 @@ def test_unknown_model_shows_the_reason_and_the_app_keeps_working():
 
 
 @pytest.mark.parametrize("example", ["pair", "chinese"])
-def test_examples(example):
+def test_examples(example, minilm):
+    """An example fills the text (and, for the pair, the second sentence) and the page encodes exactly that."""
+    from ui.state import EXAMPLES
+
     at = app()
     at.sidebar.selectbox(key="example").set_value(example).run()
     assert not at.exception
+    text, text_b = EXAMPLES[example]
+    assert at.session_state["text"] == text and (at.session_state["text_b"] or None) == (text_b or None)
+    n = minilm.encode(text, text_b or None).seq
+    assert any(f"· {n} tokens ·" in str(c.value) for c in at.caption), [c.value for c in at.caption][:3]
     if example == "chinese":
         assert any("[UNK]" in w.value for w in at.warning)
 

@@ -222,7 +222,7 @@ def test_bert_base_folder_at_512_tokens(bert_base_dir):
 @pytest.mark.parametrize(("lang", "bar"), [("en", "attention weight (0–1)"), ("zh", "注意力权重（0–1）")])
 def test_one_layer_has_token_labels_and_a_colour_bar_with_its_unit(lang, bar):
     """Issue 25: One layer names its tokens (queries down the first column, keys under each column) and says what
-    a colour means; the toggle scales each map to its own maximum, and the bar says so."""
+    a colour means; scaled to each map's own maximum (the overview's choice), the bar says so."""
     at = app(view="layer", layer="1", lang=lang)
     assert not at.exception and not at.error
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
@@ -234,7 +234,7 @@ def test_one_layer_has_token_labels_and_a_colour_bar_with_its_unit(lang, bar):
     labelled_x = [k for k, v in layout.items() if k.startswith("xaxis") and v.get("showticklabels")]
     assert len(labelled_y) == 3 and len(labelled_x) == 5  # 13 maps in 5 columns: 3 rows
     assert "animal" in layout["yaxis"]["ticktext"] and "animal" in layout[labelled_x[0]]["ticktext"]
-    at.toggle(key="overview_per_map").set_value(True).run()
+    at.radio(key="overview_scale").set_value("map").run()  # the overview's scale choice, shared
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     bars = [tr for tr in spec["data"] if tr["type"] == "heatmap" and tr.get("showscale", True)]
     assert bars[0]["colorbar"]["title"]["text"] == translate(lang, "explore.colorbar_map")

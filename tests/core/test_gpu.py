@@ -13,12 +13,21 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"),
 ]
 
+
+@pytest.fixture(autouse=True)
+def _true_fp32():
+    """TF32 would change matmul precision on Ampere+; parity is promised in true fp32. Restored afterwards, so no
+    other test inherits a global flag it did not set."""
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
 TEXTS = ["The animal didn't cross the street because it was too tired.", "Short.", " ".join(["token"] * 600)]
 
 
 def test_cuda_parity_fp32():
-    # TF32 would change matmul precision on Ampere+; parity is promised in true fp32.
-    torch.backends.cuda.matmul.allow_tf32 = False
     enc = load_encoder("minilm", device="cuda")
     assert enc.device.type == "cuda"
     out = enc.encode_batch(TEXTS)
@@ -42,10 +51,18 @@ def test_cuda_decoder_parity_fp32(gpt2_dir):
     from tests.core.test_decoder import TEXTS
     from tests.core.test_decoder import hf_reference as gpt2_reference
 
-    torch.backends.cuda.matmul.allow_tf32 = False
     dec = load_encoder(str(gpt2_dir), device="cuda")
     for text in TEXTS.values():
         out = dec.encode(text)
         attn, hidden, _ = gpt2_reference(gpt2_dir, text)  # transformers on the CPU
         assert (out.attentions - attn).abs().max() <= ATTN_TOL
         assert (out.hidden_states - hidden).abs().max() <= HIDDEN_TOL
+
+
+def test_cuda_llama_family_parity_fp32(smollm2):
+    """SmolLM2 on the GPU against the same model on the CPU (which the CPU tests hold to transformers)."""
+    gpu = load_encoder("smollm2", device="cuda")
+    text = TEXTS[0]
+    out, ref = gpu.encode(text), smollm2.encode(text)
+    assert (out.attentions - ref.attentions).abs().max() <= ATTN_TOL
+    assert (out.hidden_states - ref.hidden_states).abs().max() <= HIDDEN_TOL

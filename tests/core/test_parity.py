@@ -119,8 +119,17 @@ def test_rows_sum_to_one(case):
     assert (out.attentions >= 0).all()
 
 
-def test_parity_is_a_real_check(minilm):
-    """A planted bug (no 1/√d_k scaling) must break parity, or the tolerance proves nothing."""
-    out = minilm.encode(SENTENCE, internals=True)
-    unscaled = torch.softmax(out.scores * (minilm.config.d_k**0.5), dim=-1)
-    assert (unscaled - out.attentions).abs().max() > 100 * ATTN_TOL
+def test_parity_is_a_real_check(monkeypatch):
+    """A planted bug (no 1/√d_k scaling, in the model itself) must break parity, or the tolerance proves nothing."""
+    from models.bert import SelfAttention
+
+    enc = load_encoder("minilm", device="cpu")
+    attn, hidden, _ = hf_reference(bundled_model_dir(), [SENTENCE])
+    good = enc.encode(SENTENCE)
+    assert (good.attentions - attn[0]).abs().max() <= ATTN_TOL
+    for module in enc.model.modules():
+        if isinstance(module, SelfAttention):
+            monkeypatch.setattr(module, "scale", 1.0)  # the planted bug: Q·Kᵀ without the division by √d_k
+    bad = enc.encode(SENTENCE)
+    assert (bad.attentions - attn[0]).abs().max() > 100 * ATTN_TOL
+    assert (bad.hidden_states - hidden[0]).abs().max() > 100 * HIDDEN_TOL

@@ -1,0 +1,27 @@
+"""The documentation's screenshots are made by tools/screenshots.py from the running app, and every page they show
+opens without an error, in English and 中文. Here the shots go to artifacts/screenshots/ (the committed ones in
+docs/img/ are refreshed with `python tools/screenshots.py`). Skips without /usr/bin/chromium and playwright."""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image
+
+from tests.browser.support import ARTIFACTS, have_browser
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not have_browser(), reason="needs /usr/bin/chromium and playwright"),
+]
+
+
+def test_every_page_in_both_languages_shows_no_error():
+    from tools.screenshots import LANGS, SHOTS, VIEWPORT, run
+
+    out = ARTIFACTS / "screenshots"
+    written = run(out)  # raises AssertionError naming the page and language that shows an error
+    assert sorted(p.name for p in written) == sorted(f"{s.name}-{lang}.png" for s in SHOTS for lang in LANGS)
+    for path in written:
+        with Image.open(path) as img:
+            assert img.size == (VIEWPORT["width"], VIEWPORT["height"]), path
+            assert len(img.getcolors(maxcolors=256) or []) > 8, f"{path.name} is blank"

@@ -1,0 +1,143 @@
+"""Screenshots of every app page in English and 中文, taken from the running app: `python tools/screenshots.py`.
+
+Starts `streamlit run app.py` on 127.0.0.1 (tests/browser/support.py), opens each page of SHOTS on its model in
+Debian's headless Chromium, waits until the page is drawn and Streamlit has stopped, and fails when the page shows
+an error (an exception, an error box, a script or console error). Writes docs/img/NAME-LANG.png: the pictures
+README and the documentation embed. The browser test tests/browser/test_screenshots.py runs the same shots in CI
+(into artifacts/, so a clean clone stays clean).
+
+A new page or model is one more Shot below; the docs embed docs/img/NAME-en.png and NAME-zh.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.browser.support import app_server, browser, watch_errors  # noqa: E402
+from ui.i18n import translate  # noqa: E402
+
+OUT = ROOT / "docs" / "img"
+LANGS = ("en", "zh")
+VIEWPORT = {"width": 1280, "height": 800}
+LOAD_MS = 180_000
+# Models the shots run on, by role: all bundled, so the script needs no network.
+MODELS = {"encoder": "minilm", "decoder": "smollm2"}
+TEXT = "The animal didn't cross the street because it was too tired."
+RUNNING = "[data-testid=stStatusWidget] [data-testid=stStatusWidgetRunningIcon], [data-testid=stSpinner]"
+ERRORS = "[data-testid=stException], [data-testid=stAlertContentError]"
+
+
+@dataclass(frozen=True)
+class Shot:
+    """One page as the docs show it: its URL path, the model it runs on, and what to wait for or press."""
+
+    name: str  # docs/img/NAME-LANG.png
+    path: str  # the page's url_path in app.py ("" = Explore)
+    model: str = "encoder"  # a key of MODELS
+    params: dict[str, str] = field(default_factory=dict)  # more of the URL (view, layer, head, …)
+    ready: str = ".js-plotly-plot"  # a selector that shows the page's content is drawn
+    clicks: tuple[str, ...] = ()  # locale keys of buttons to press, in order, before the screenshot
+    expect_error: str | None = None  # the locale key of an error box the page shows by design (a FAIL verdict)
+
+
+SHOTS = [
+    Shot("explore", "", ready=".js-plotly-plot image"),
+    Shot("explore-head", "", params={"view": "head", "layer": "2", "head": "3"}),
+    Shot("heads", "heads"),
+    Shot("corpus", "corpus", ready="[data-testid=stTextArea]", clicks=("corpus.example",)),
+    Shot("masks", "masks"),
+    Shot("inside-head", "inside_head"),
+    Shot("memory", "memory"),
+    Shot("generation", "generation", model="decoder"),
+    Shot("troubleshooting", "troubleshooting"),
+]
+
+
+def url_of(base: str, shot: Shot, lang: str) -> str:
+    query = {"model": MODELS[shot.model], "text": TEXT, **shot.params, "lang": lang}
+    return f"{base}/{shot.path}?{urlencode(query)}"
+
+
+def wait_idle(page, timeout_ms: int = LOAD_MS) -> None:
+    """Wait until Streamlit has stopped running and showed no spinner for two checks 0.5 s apart."""
+    deadline = time.time() + timeout_ms / 1000
+    quiet = 0
+    while quiet < 2:
+        if time.time() > deadline:
+            raise TimeoutError("the page did not stop running")
+        page.wait_for_timeout(500)
+        quiet = quiet + 1 if page.locator(RUNNING).count() == 0 else 0
+
+
+def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
+    """Open one shot, check it shows no error, and write out/NAME-LANG.png; raise AssertionError on an error."""
+    errors = watch_errors(page)
+    page.goto(url_of(base, shot, lang))
+    page.locator("[data-testid=stMain]").wait_for(timeout=LOAD_MS)
+    wait_idle(page)
+    for key in shot.clicks:
+        page.get_by_role("button", name=translate(lang, key)).first.click()
+        wait_idle(page)
+    page.locator(f"{shot.ready}, {ERRORS}").first.wait_for(timeout=LOAD_MS)
+    wait_idle(page)
+    page.wait_for_timeout(800)  # plotly's last frame
+    # Visible error boxes only: a lecture page may keep a demonstration's FAIL verdict (an error box by design)
+    # inside a closed expander, and one a Shot expects is named in `expect_error`.
+    shown = [e.inner_text().strip() for e in page.locator(ERRORS).all() if e.is_visible()]
+    if shot.expect_error:
+        expected = translate(lang, shot.expect_error)
+        shown = [t for t in shown if expected[:40] not in t]
+    assert page.locator("[data-testid=stException]").count() == 0, f"{shot.name} ({lang}) shows a traceback"
+    assert not shown, f"{shot.name} ({lang}) shows an error: {shown[0][:300]}"
+    assert not [e for e in errors if "WebSocket" not in e], f"{shot.name} ({lang}): {errors[:3]}"
+    path = out / f"{shot.name}-{lang}.png"
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path))
+    shrink(path)
+    return path
+
+
+def shrink(path: Path) -> None:
+    """Rewrite the PNG with an adaptive 256-colour palette: a third of the bytes, the same picture to the eye."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
+
+
+def run(out: Path, shots: list[Shot] | None = None, langs: tuple[str, ...] = LANGS) -> list[Path]:
+    """Take every shot in every language with one app server and one browser; return the files written."""
+    written = []
+    with app_server(timeout=180) as base, browser() as b:
+        for shot in shots or SHOTS:
+            for lang in langs:
+                page = b.new_page(viewport=VIEWPORT)
+                try:
+                    written.append(take(page, base, shot, lang, out))
+                finally:
+                    page.close()
+    return written
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=OUT, help="folder for the PNGs (default: docs/img)")
+    ap.add_argument("--only", nargs="*", help="shot names (default: all)")
+    args = ap.parse_args()
+    shots = [s for s in SHOTS if not args.only or s.name in args.only]
+    for path in run(args.out, shots):
+        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
