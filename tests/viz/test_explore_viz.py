@@ -107,7 +107,7 @@ def test_each_tile_is_its_own_map():
     assert shared[0, 0] == round(math.sqrt(0.125) * (LEVELS - 1))
     assert shared[9 + 5, 18 + 3] == round(math.sqrt(0.9) * (LEVELS - 1))
     with pytest.raises(ValueError, match="unknown scale"):
-        render_mosaic(attn, scale="log")
+        render_mosaic(attn, scale="cube")  # "log" is one now (the sink-friendly scale)
 
 
 def test_long_inputs_are_max_pooled_to_the_tile_size():
@@ -352,6 +352,10 @@ def test_layer_figure_has_token_labels_and_one_colour_bar_in_weights():
     assert "largest weight" in next(tr for tr in top if tr.showscale).colorbar.title.text
     assert all(float(np.max(tr.z)) == pytest.approx(1.0) for tr in top)
     np.testing.assert_allclose(np.asarray(top[4].customdata)[..., 2].astype(float), maps[4], atol=1e-6)
+    logged, _ = layer_figure(maps, [f"H{h}" for h in range(12)] + ["mean"], tokens=tokens, scale="log")
+    heat = [tr for tr in logged.data if tr.type == "heatmap"]
+    assert "log scale" in heat[0].colorbar.title.text and list(heat[0].colorbar.ticktext)[-1] == "1"
+    np.testing.assert_allclose(np.asarray(heat[2].z), np.log10(np.clip(maps[2], 1e-4, None)), atol=1e-5)
 
 
 def test_crowded_token_axes_are_thinned_and_turned_and_cut():
