@@ -4,13 +4,15 @@ Sits above `viz` and `models` as the app's pages do, and never imports streamlit
 read through `.detach().cpu().numpy()`. Layouts are brought to (layers, heads, q_pos, k_pos) by the same
 normaliser the file reader uses (`models.attention_file.normalise_attentions`).
 
-    from lens import show
+    from lens import init_notebook, show
+    init_notebook()                                         # first cell: plotly.js once for the whole notebook
     out = model(**inputs, output_attentions=True)           # any transformers model (attn_implementation="eager")
     show(out.attentions, tokenizer.convert_ids_to_tokens(inputs["input_ids"][0]))
     show(out.attentions, tokens, view="head", layer=2, head=3)
     show(cross, q_tokens, view="head", k_tokens=source_tokens)   # cross-attention: queries on rows, keys on columns
 
-The figure renders offline in Jupyter, JupyterLab, VS Code and Colab (viz.notebook.NotebookFigure).
+The figure renders offline in Jupyter, JupyterLab, VS Code and Colab (viz.notebook.NotebookFigure); plotly.js
+travels once per notebook (`init_notebook()`, else with the first figure), not once per figure.
 """
 
 from __future__ import annotations
@@ -25,17 +27,29 @@ from models.attention_file import AttentionMaps, maps_from
 from viz.heatmap import head_heatmap
 from viz.layer import layer_figure
 from viz.lines import lines_figure
-from viz.notebook import NotebookFigure
+from viz.notebook import NotebookFigure, PlotlyLoader
 from viz.overlays import add_mask_overlay
 from viz.overview import overview_figure, render_mosaic
 
 VIEWS = ("overview", "layer", "head", "lines")
 
-__all__ = ["VIEWS", "AttentionNote", "figure", "maps", "show"]
+__all__ = ["VIEWS", "AttentionNote", "figure", "init_notebook", "maps", "show"]
 
 
 class AttentionNote(UserWarning):
     """Something to know about the maps shown: a batch item picked, positions named 0…n−1, rows not summing to 1."""
+
+
+def init_notebook(full: bool = False) -> None:
+    """Show plotly.js once, as this cell's output, for every figure below it (offline; call it in the first cell).
+
+    The vendored cartesian bundle (1.5 MB) draws every view of `show`; full=True puts the whole plotly.js (4.8 MB)
+    there for figures of other kinds. A saved notebook keeps this one copy; each figure after it holds only its
+    own data, and draws again when the notebook is reopened and trusted.
+    """
+    from IPython.display import display  # a notebook's kernel always has IPython; lens itself does not need it
+
+    display(PlotlyLoader(full))
 
 
 def maps(
@@ -65,18 +79,20 @@ def figure(
     what = "cross-attention" if m.cross else ("causal" if m.causal else "attention")
     size = f"{m.n_q} × {m.n_k} tokens" if m.cross else f"{m.n_q} tokens"
     if view == "overview":
-        mosaic = render_mosaic(attn, keep)
+        mosaic = render_mosaic(attn, keep, small=True)  # the notebook keeps it: compressed hard
         fig = overview_figure(
             mosaic, selected=(layer, head), title=f"All heads: {m.n_layers} layers × {m.n_heads} heads, {what}, {size}"
         )
     elif view == "layer":
         stacked = np.concatenate([attn[layer], attn[layer].mean(axis=0, keepdims=True)])
         titles = [f"H{h}" for h in range(m.n_heads)] + ["mean"]
-        fig, _ = layer_figure(stacked, titles, keep=keep)
+        fig, _ = layer_figure(stacked, titles, keep=keep, tokens=m.q_tokens, key_tokens=m.k_tokens, width_hint=900)
         fig.update_layout(title=dict(text=f"Layer {layer}: every head and their mean ({what})", y=0.995))
     elif view == "head":
         weights = attn[layer, head]
-        fig = head_heatmap(weights, m.q_tokens, title=f"Layer {layer}, head {head} ({what})", key_tokens=m.k_tokens)
+        fig = head_heatmap(
+            weights, m.q_tokens, title=f"Layer {layer}, head {head} ({what})", key_tokens=m.k_tokens, width_hint=900
+        )
         if keep is not None:
             add_mask_overlay(fig, keep, weights)
     else:

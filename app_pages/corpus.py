@@ -11,6 +11,7 @@ import streamlit as st
 from models import AttnVizError
 from models.analysis.corpus import (
     IMPORTANCE_SENTENCES,
+    CorpusError,
     Line,
     analyse_corpus,
     corpus_importance,
@@ -72,6 +73,15 @@ def _load_example() -> None:
     st.session_state["corpus_text"] = EXAMPLE.read_text(encoding="utf-8")
 
 
+def _refusal(err: AttnVizError) -> str:
+    """Return why the corpus was refused, in the page's language (a CorpusError by its code)."""
+    if isinstance(err, CorpusError):
+        reason = t(f"corpus.msg.{err.code}", **{k: md(v) for k, v in err.values.items()})
+    else:
+        reason = md(err)
+    return t("corpus.input_error", reason=reason)
+
+
 def _lines() -> list[Line] | None:
     """Return the corpus from the uploaded file, else the text box; None (after a message) when there is none."""
     uploaded = st.session_state.get("corpus_file")
@@ -85,7 +95,7 @@ def _lines() -> list[Line] | None:
             st.info(t("corpus.empty"))
             return None
     except AttnVizError as err:
-        st.error(t("corpus.input_error", reason=md(err)))
+        st.error(_refusal(err))
         return None
     if len(lines) > MAX_LINES:
         st.warning(t("corpus.too_many", limit=MAX_LINES, n=len(lines)))
@@ -140,7 +150,7 @@ def main() -> None:
         report, truncated, seconds = corpus_report(sel, plain, _label=t("corpus.running", n=len(lines)))
     except AttnVizError as err:
         stop.empty()
-        st.error(t("corpus.input_error", reason=md(err)))
+        st.error(_refusal(err))
         return
     stop.empty()
     if truncated:

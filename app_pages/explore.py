@@ -17,6 +17,7 @@ from models import EncoderOutput
 from models.analysis.rollout import attention_rollout, rollout_refusal
 from models.attention_file import AttentionMaps
 from ui import controls, debug, long_text, results, source, state
+from ui.figures import FULL_PX, HALF_PX, HEAD_PX, heatmap_words
 from ui.safe import md
 from ui.sidebar import current_encoder, current_maps
 from ui.state import t
@@ -94,15 +95,6 @@ def _key_tokens(out: Maps) -> list[str]:
     return source.key_tokens(out) if source.is_cross(out) else _tokens(out)
 
 
-def _words() -> dict[str, str]:
-    return {
-        "query": t("explore.query"),
-        "key": t("explore.key"),
-        "weight": t("explore.weight"),
-        "log": t("explore.log_scale"),
-    }
-
-
 def _chart(fig: go.Figure, key: str, filename: str, **kw) -> object:
     fmt = st.session_state.get("img_format", "png")
     return st.plotly_chart(fig, key=key, width="stretch", config=figure_config(fmt, filename), **kw)
@@ -117,6 +109,13 @@ def _clicked(chart_key: str) -> list[dict]:
     return list((event.get("selection") or {}).get("points") or [])
 
 
+def _view_changed(n_layers: int) -> None:
+    """Open Mean and rollout at the last layer: rollout there has passed through every layer (at layer 0 it is
+    nearly the identity). A link to the view keeps its own layer: this runs only when the picker is clicked."""
+    if st.session_state.get("view") == "aggregate":
+        st.session_state["layer"] = n_layers - 1
+
+
 def _open_from_overview() -> None:
     """Selection callback of the overview: a clicked tile opens that head (its point carries [layer, head])."""
     for p in _clicked("overview_chart"):
@@ -128,6 +127,18 @@ def _open_from_overview() -> None:
 
 
 OVERVIEW_SCALES = ("sqrt", "map", "log")
+
+
+def _scale_picker(where=st) -> None:
+    """Draw the colour-scale choice the overview and One layer share (√weight, each map's maximum, log)."""
+    where.radio(
+        t("explore.overview_scale"),
+        OVERVIEW_SCALES,
+        key="overview_scale",
+        horizontal=True,
+        format_func=lambda s: t(f"explore.overview_scale_name.{s}"),
+        help=t("explore.per_map_scale_help"),
+    )
 
 
 def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
@@ -174,14 +185,7 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
         note += " " + t("explore.overview_groups", group=group, kv_heads=caps.kv_heads)
     st.caption(note)
     left, right = st.columns([3, 2])
-    left.radio(
-        t("explore.overview_scale"),
-        OVERVIEW_SCALES,
-        key="overview_scale",
-        horizontal=True,
-        format_func=lambda s: t(f"explore.overview_scale_name.{s}"),
-        help=t("explore.per_map_scale_help"),
-    )
+    _scale_picker(left)
     right.toggle(t("explore.exclude_first"), key="overview_exclude_first", help=t("explore.exclude_first_help"))
     return [(t("explore.overview_title"), fig)]
 
@@ -195,17 +199,30 @@ def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer
     stacked = np.concatenate([maps, mean])
     titles = [t("explore.head_short", head=h) for h in range(first, last)] + [t("explore.mean_short")]
     sub_keep = part.cut(keep)
+    scale = st.session_state.get("overview_scale", "sqrt")  # one choice for both views, under the figure
+    scale = scale if scale in OVERVIEW_SCALES else "sqrt"
+    tokens, keys = _tokens(out), _key_tokens(out)
     fig, factor = layer_figure(
-        stacked, titles, q_pos=part.rows, k_pos=part.cols, keep=None if sub_keep.all() else sub_keep, words=_words()
+        stacked,
+        titles,
+        q_pos=part.rows,
+        k_pos=part.cols,
+        keep=None if sub_keep.all() else sub_keep,
+        words=heatmap_words(),
+        tokens=[tokens[i] for i in part.rows],
+        key_tokens=[keys[j] for j in part.cols],
+        scale=scale,
+        width_hint=FULL_PX,
     )
     fig.update_layout(title=dict(text=t("explore.layer_title", layer=layer), y=0.995, yanchor="top"), margin=dict(t=70))
     _chart(fig, "layer_chart", f"attention-layer{layer}")
-    note = t("explore.layer_note")
+    note = t(f"explore.overview_scale_{scale}") + " " + t("explore.layer_note")
     if factor > 1:
         note += " " + t("explore.overview_pooled", f=factor)
     if H > LAYER_HEADS:
         note += " " + t("explore.layer_heads_shown", first=first, last=last - 1, n=H, block=LAYER_HEADS)
     st.caption(note)
+    _scale_picker()
     return [(t("explore.layer_title", layer=layer), fig)]
 
 
@@ -261,9 +278,10 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
         q_pos=rows,
         k_pos=cols,
         log=log,
-        words=_words(),
+        words=heatmap_words(),
         raw_tokens=[out.tokens[i] for i in rows],
         raw_key_tokens=[source.key_tokens(out)[j] for j in cols],
+        width_hint=HEAD_PX,
     )
     sub_keep = shown.cut(keep)
     if not sub_keep.all():
@@ -314,7 +332,7 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
             k_pos=cols,
             focus=None if focus < 0 else focus,
             title=t("explore.lines_title"),
-            words=_words(),
+            words=heatmap_words(),
         )
         _chart(
             lines,
@@ -338,7 +356,14 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
     refusal = rollout_refusal(attn.shape[0], attn.shape[-1]) if square else ""  # asked before any of it runs
     if not square or refusal:
         mean_fig = head_heatmap(
-            part.cut(mean), q_tok, title=mean_title, key_tokens=k_tok, q_pos=part.rows, k_pos=part.cols, words=_words()
+            part.cut(mean),
+            q_tok,
+            title=mean_title,
+            key_tokens=k_tok,
+            q_pos=part.rows,
+            k_pos=part.cols,
+            words=heatmap_words(),
+            width_hint=FULL_PX,
         )
         _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
         st.info(t("explore.rollout_skipped", reason=md(refusal)) if refusal else t("source.no_rollout"))
@@ -347,7 +372,14 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
     left, right = st.columns(2, gap="medium")
     roll_title = t("explore.rollout_title", layer=layer)
     mean_fig = head_heatmap(
-        part.cut(mean), q_tok, title=mean_title, key_tokens=k_tok, q_pos=part.rows, k_pos=part.cols, words=_words()
+        part.cut(mean),
+        q_tok,
+        title=mean_title,
+        key_tokens=k_tok,
+        q_pos=part.rows,
+        k_pos=part.cols,
+        words=heatmap_words(),
+        width_hint=HALF_PX,
     )
     roll_fig = head_heatmap(
         part.cut(rolled[layer]),
@@ -356,7 +388,8 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
         key_tokens=k_tok,
         q_pos=part.rows,
         k_pos=part.cols,
-        words=_words(),
+        words={**heatmap_words(), "colorbar": t("explore.rollout_colorbar")},
+        width_hint=HALF_PX,
     )
     with left:
         _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
@@ -364,15 +397,23 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
         _chart(roll_fig, "rollout_chart", f"attention-rollout-L{layer}")
     st.caption(t("explore.rollout_note"))
     options = list(range(len(part.rows)))
-    if st.session_state.get("rollout_row", 0) not in options:
-        # A decoder's last token is the one that has read everything; an encoder's [CLS] sums up the input.
-        st.session_state["rollout_row"] = options[-1] if out.capabilities.causal and options else 0
+    # A causal model's last token is the one that has read everything (its first reads only itself: one 100 % bar);
+    # an encoder's first token ([CLS]) sums up the input. The default follows the maps shown, kept per kind.
+    causal = source.is_causal(out)
+    row_key = "rollout_row_causal" if causal else "rollout_row"
+    if st.session_state.get(row_key) not in options:
+        st.session_state[row_key] = (options[-1] if causal else 0) if options else 0
     row = st.columns([1, 2])[0].selectbox(
-        t("explore.rollout_row"), options, key="rollout_row", format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}"
+        t("explore.rollout_row"), options, key=row_key, format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}"
     )
     bars_title = t("explore.rollout_bars_title", token=q_tok[row], layer=layer)
     bars = token_bars(
-        rolled[layer][part.rows[row], part.cols], k_tok, part.cols, title=bars_title, value_label=t("explore.share")
+        rolled[layer][part.rows[row], part.cols],
+        k_tok,
+        part.cols,
+        title=bars_title,
+        value_label=t("explore.share"),
+        width_hint=FULL_PX,
     )
     _chart(bars, "rollout_bars", f"attention-rollout-row-L{layer}")
     return [(mean_title, mean_fig), (roll_title, roll_fig), (bars_title, bars)]
@@ -516,9 +557,16 @@ def main() -> None:
     _facts(out)
     is_pair = any(out.segments)
 
-    cols = st.columns([5, 2, 2, 2] if is_pair else [5, 3, 3], gap="medium")
+    # The view picker gets half the row: its four labels stay whole at 1280 px with the sidebar open.
+    cols = st.columns([6, 2, 2, 2] if is_pair else [3, 1, 1], gap="medium")
     view = cols[0].segmented_control(
-        t("explore.view"), VIEWS, key="view", required=True, format_func=lambda v: t(f"explore.view_{v}")
+        t("explore.view"),
+        VIEWS,
+        key="view",
+        required=True,
+        format_func=lambda v: t(f"explore.view_{v}"),
+        on_change=_view_changed,
+        args=(out.n_layers,),
     )
     layer, head = controls.layer_head(cols[1], cols[2], out.n_layers, out.n_heads)
     if is_pair:

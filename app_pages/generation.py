@@ -6,7 +6,7 @@ from models import AttnVizError
 from models.lecture import memory
 from models.lecture.generate import ROW_TOL, Generation, generate
 from models.settings import limit
-from ui import cache, controls, presentation, state
+from ui import cache, controls, lecture, presentation, state
 from ui.sidebar import current_encoder
 from ui.state import Selection, t
 from viz.lecture import cache_growth, token_bars
@@ -71,7 +71,7 @@ def _step_view(g: Generation, s: int, layer: int, head: int, font: int) -> None:
             layers=len(step.rows),
             bytes=memory.fmt_bytes(step.cache_bytes),
             formula=memory.fmt_bytes(step.formula_bytes),
-            peak=t("gen.no_peak") if step.peak_bytes is None else memory.fmt_bytes(step.peak_bytes),
+            peak=lecture.peak(step.peak_bytes),
             ms=f"{1000 * step.seconds:.1f}",
         )
     )

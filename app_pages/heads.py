@@ -15,6 +15,7 @@ from ui.heads_view import (
     labels_section,
     pairs_section,
     redundancy_section,
+    section_tabs,
     shares_section,
     table_section,
 )
@@ -59,17 +60,23 @@ def file_main(maps: AttentionMaps) -> None:
     st.caption(t("heads.facts", model=maps.model, layers=maps.n_layers, heads=maps.n_heads, tokens=maps.n_q))
     if not maps.cross:
         st.caption(t("source.causal") if maps.causal else t("source.not_causal"))
-    labels_section(report)
-    table_section(report, None)
-    redundancy_section(report, "heads", with_cka=False)
-    st.caption(t("source.cka_needs_model"))
+    tab = section_tabs()
+    with tab["labels"]:
+        labels_section(report, heading=False)
+    with tab["table"]:
+        table_section(report, None, heading=False)
+    with tab["redundancy"]:
+        redundancy_section(report, "heads", with_cka=False, heading=False)
+        st.caption(t("source.cka_needs_model"))
     attn, H = maps.attentions, maps.n_heads
-    duplicates_section(report, "heads")
-    pairs_section(report, lambda i: (attn[i // H, i % H], list(maps.q_tokens)), "heads", key_tokens=maps.k_tokens)
-    st.subheader(t("heads.importance.title"))
-    st.info(t("source.importance_needs_model"))
-    st.button(t("source.switch_to_model"), key="heads_switch_to_model", on_click=source.use_model)
-    shares_section(report, False, "heads")
+    with tab["dupes"]:
+        duplicates_section(report, "heads", heading=False)
+        pairs_section(report, lambda i: (attn[i // H, i % H], list(maps.q_tokens)), "heads", key_tokens=maps.k_tokens)
+    with tab["importance"]:
+        st.info(t("source.importance_needs_model"))
+        st.button(t("source.switch_to_model"), key="heads_switch_to_model", on_click=source.use_model)
+    with tab["shares"]:
+        shares_section(report, False, "heads", heading=False)
 
 
 def long_main(out, enc, sel: Selection) -> None:
@@ -79,19 +86,25 @@ def long_main(out, enc, sel: Selection) -> None:
     c = enc.config
     long_text.note(out)
     st.caption(t("heads.facts", model=enc.name, layers=c.n_layers, heads=c.n_heads, tokens=out.seq))
-    labels_section(report)
-    table_section(report, None)
-    st.caption(t("heads.long_pooled", f=report.pooled))
-    redundancy_section(report, "heads", with_cka=False)
+    tab = section_tabs()
+    with tab["labels"]:
+        labels_section(report, heading=False)
+    with tab["table"]:
+        table_section(report, None, heading=False)
+    with tab["redundancy"]:
+        st.caption(t("heads.long_pooled", f=report.pooled))
+        redundancy_section(report, "heads", with_cka=False, heading=False)
     tiles = long_text.pooled(sel, long_text.TILE, "max", out)
     f = pool_factor(out.seq, out.seq, long_text.TILE)
     labels, _ = long_text.block_labels(list(out.display_tokens or out.tokens), f, out.seq)
-    duplicates_section(report, "heads")
-    pairs_section(report, lambda i: (tiles[i // c.n_heads, i % c.n_heads], labels[: tiles.shape[-1]]), "heads")
-    st.subheader(t("heads.importance.title"))
-    st.info(t("heads.importance.long", tokens=f"{out.seq:,}"))
-    cls_sep = enc.capabilities.special_roles == "cls_sep"
-    shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads")
+    with tab["dupes"]:
+        duplicates_section(report, "heads", heading=False)
+        pairs_section(report, lambda i: (tiles[i // c.n_heads, i % c.n_heads], labels[: tiles.shape[-1]]), "heads")
+    with tab["importance"]:
+        st.info(t("heads.importance.long", tokens=f"{out.seq:,}"))
+    with tab["shares"]:
+        cls_sep = enc.capabilities.special_roles == "cls_sep"
+        shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads", heading=False)
 
 
 def main() -> None:
@@ -125,25 +138,30 @@ def main() -> None:
         with st.spinner(t("heads.computing_importance")):
             imp = importance(sel)
 
-    labels_section(report)
-    table_section(report, imp)
-    redundancy_section(report, "heads")
+    tab = section_tabs()
+    with tab["labels"]:
+        labels_section(report, heading=False)
+    with tab["table"]:
+        table_section(report, imp, heading=False)
+    with tab["redundancy"]:
+        redundancy_section(report, "heads", heading=False)
     attn = out.attentions.numpy()
-    duplicates_section(report, "heads")
-    pairs_section(report, lambda i: (attn[i // c.n_heads, i % c.n_heads], list(out.display_tokens)), "heads")
-
-    st.subheader(t("heads.importance.title"))
-    if imp is None:
-        st.info(t("heads.importance.slow", tokens=out.seq))
-        if st.button(
-            t("heads.importance.compute"), key="heads_importance_button", help=t("heads.importance.compute_help")
-        ):
-            st.session_state["heads_importance_on"] = True
-            st.rerun()
-    else:
-        importance_section(report, imp, "heads")
-    cls_sep = enc.capabilities.special_roles == "cls_sep"
-    shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads")
+    with tab["dupes"]:
+        duplicates_section(report, "heads", heading=False)
+        pairs_section(report, lambda i: (attn[i // c.n_heads, i % c.n_heads], list(out.display_tokens)), "heads")
+    with tab["importance"]:
+        if imp is None:
+            st.info(t("heads.importance.slow", tokens=out.seq))
+            if st.button(
+                t("heads.importance.compute"), key="heads_importance_button", help=t("heads.importance.compute_help")
+            ):
+                st.session_state["heads_importance_on"] = True
+                st.rerun()
+        else:
+            importance_section(report, imp, "heads")
+    with tab["shares"]:
+        cls_sep = enc.capabilities.special_roles == "cls_sep"
+        shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads", heading=False)
 
 
 main()

@@ -7,7 +7,7 @@ import streamlit as st
 
 from models.encoder import PARITY_TOLERANCE
 from models.lecture.steps import DISTANCES, HeadSteps, OneVsMany
-from ui import controls, lecture, presentation, state
+from ui import controls, lecture, presentation, state, tutorial
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.lecture import (
@@ -16,6 +16,7 @@ from viz.lecture import (
     heads_grid,
     line_chart,
     matrix_heatmap,
+    title_colour_bars,
     token_bars,
     vector_strip,
 )
@@ -237,7 +238,7 @@ def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
         if not slide:
             with st.expander(t("inside.function", where=st_.where.split(", ")[-1])):
                 st.code(st_.function, language="python", line_numbers=True)
-    figs = _figures(key, s, font)
+    figs = [title_colour_bars(fig, t("inside.fig.value")) for fig in _figures(key, s, font)]
     row = key == "transpose" or (slide and key in SIDE_BY_SIDE)
     if slide:
         _slide_heights(key, figs, int(st.session_state.get("slide_height", SLIDE_HEIGHT)))
@@ -269,7 +270,14 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
         st.subheader(t("inside.step.one_vs_many.title"))
     if part in ("maps", "both"):
         titles = [t("inside.fig.head_n", head=h) for h in range(o.n_heads)]
-        grid = heads_grid(o.maps, titles, t("inside.fig.heads", heads=o.n_heads, d_k=o.d_k), font_size=font)
+        grid = heads_grid(
+            o.maps,
+            titles,
+            t("inside.fig.heads", heads=o.n_heads, d_k=o.d_k),
+            font_size=font,
+            tokens=tokens,
+            bar_title=t("inside.fig.weight"),
+        )
         single = attention_map(
             o.single_map,
             tokens,
@@ -277,6 +285,7 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
             _axis_titles(),
             t("inside.fig.map_hover"),
             font_size=font,
+            width_hint=360,
         )
         if slide:
             height = int(st.session_state.get("slide_height", SLIDE_HEIGHT))
@@ -324,6 +333,7 @@ def main() -> None:
     slide_mode = presentation.active()
     if not slide_mode:
         st.title(t("inside.title"))
+        tutorial.banner("inside_head")
     out = current_output(internals=True)
     enc = current_encoder() if out is not None else None
     if out is None or enc is None:

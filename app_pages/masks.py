@@ -9,6 +9,7 @@ from models import AttnVizError
 from models.masks import CONVENTIONS
 from models.masks.checker import EXAMPLES, MaskReport, example_expect
 from ui import controls, state
+from ui.figures import HALF_PX, heatmap_words
 from ui.mask_report import checked, show_report
 from ui.safe import md
 from ui.sidebar import current_encoder, current_output
@@ -139,7 +140,13 @@ def _figures(report: MaskReport) -> None:
     keep = report.keep[item, head if report.keep.shape[1] > 1 else 0]
     left, right = st.columns(2)
     with left:
-        fig = head_heatmap(weights, tokens, title=t("masks.attention_title", layer=layer, head=head))
+        fig = head_heatmap(
+            weights,
+            tokens,
+            title=t("masks.attention_title", layer=layer, head=head),
+            words=heatmap_words(),
+            width_hint=HALF_PX,
+        )
         add_mask_overlay(fig, expected | ~judged, weights)
         st.plotly_chart(fig, width="stretch", key="mc_attention")
         st.caption(t("masks.attention_caption", expect=report.expect))

@@ -4,7 +4,7 @@ import streamlit as st
 
 from models import settings
 from models.lecture import memory
-from ui import cache, presentation, slots, state
+from ui import cache, lecture, presentation, slots, state, tutorial
 from ui.safe import md
 from ui.sidebar import current_encoder
 from ui.state import t
@@ -172,7 +172,7 @@ def _measured(font: int) -> None:
     table = [t("memory.measured.table")]
     for r, m in zip(rows, maps, strict=True):
         ratio = r["peak_bytes"] / m if m else float("nan")
-        table.append(f"| {r['seq']} | {memory.fmt_bytes(r['peak_bytes'])} | {memory.fmt_bytes(m)} | {ratio:.2f} |")
+        table.append(f"| {r['seq']} | {lecture.peak(r['peak_bytes'])} | {memory.fmt_bytes(m)} | {ratio:.2f} |")
     st.markdown("\n".join(table))
     st.caption(t(f"memory.method.{rows[0]['method']}") + " " + t("memory.measured.note"))
 
@@ -233,6 +233,7 @@ def _kv_section() -> None:
 
 def main() -> None:
     st.title(t("memory.title"))
+    tutorial.banner("memory")
     st.markdown(t("memory.intro"))
     font = presentation.figure_font()
     cfg = _inputs()

@@ -8,7 +8,7 @@ import streamlit as st
 from models import AttnVizError
 from models.analysis.heads import THRESHOLDS
 from models.lecture import memory, troubleshoot
-from ui import controls, lecture, mask_report, presentation, state
+from ui import controls, lecture, mask_report, presentation, state, tutorial
 from ui.safe import md
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
@@ -211,7 +211,15 @@ def _demo_single(out, layer: int, font: int) -> None:
     titles = [t("inside.fig.head_n", head=i) for i in range(h)]
     maps = out.attentions[layer].numpy()
     st.plotly_chart(
-        heads_grid(maps, titles, t("inside.fig.heads", heads=h, d_k=out.queries.shape[-1]), font_size=font),
+        heads_grid(
+            maps,
+            titles,
+            t("inside.fig.heads", heads=h, d_k=out.queries.shape[-1]),
+            font_size=font,
+            tokens=list(out.display_tokens or out.tokens),
+            bar_title=t("inside.fig.weight"),
+            width_hint=880,
+        ),
         width="stretch",
         key="trouble_single_grid",
     )
@@ -254,6 +262,7 @@ def _demo_uniform(out, layer: int, font: int) -> None:
 
 def main() -> None:
     st.title(t("trouble.title"))
+    tutorial.banner("troubleshooting")
     st.markdown(t("trouble.intro"))
     _table()
     out = current_output(internals=True)

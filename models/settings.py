@@ -41,7 +41,12 @@ class Budget:
 BUDGETS: tuple[Budget, ...] = (
     Budget("max_text_chars", 100_000, "characters", "one text (each sentence of a pair; each line of a batch)"),
     Budget("max_corpus_tokens", 200_000, "tokens", "all lines of a corpus together (Corpus page, `stats --file`)"),
-    Budget("max_batch", 16, "sequences", "one padded batch (Masks page, memory measurement, `check-mask --text`)"),
+    Budget(
+        "max_batch",
+        16,
+        "sequences",
+        "one padded batch (Masks page, memory measurement, `check-mask --text`; a corpus runs batch by batch within it)",
+    ),
     Budget("max_upload_mb", 256, "MB", "one uploaded or read file after decompression (masks, attention files)"),
     Budget("expr_mb", 512, "MB", "tensors alive at once inside one mask expression"),
     Budget("expr_seconds", 2, "s", "CPU time of one mask expression", low=0.01, integer=False),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,8 +27,18 @@ from models.analysis.importance import Importance
 from viz.heads import importance_bars, importance_vs_redundancy, label_grid, removal_curve, shares_by_layer
 from viz.redundancy import head_map, near_duplicate_bars, pair_maps, redundancy_heatmap
 
+from .figures import FULL_PX, heatmap_words
 from .safe import md
 from .state import t
+
+# The Heads page's sections, in order: one tab each (a projector shows one at a time, not a 7,000-pixel scroll).
+SECTIONS = ("labels", "table", "redundancy", "dupes", "importance", "shares")
+
+
+def section_tabs() -> dict[str, Any]:
+    """Draw one tab per section, with short names that all fit in one row at 1280 px; return the tabs by section."""
+    return dict(zip(SECTIONS, st.tabs([t(f"heads.tab.{k}") for k in SECTIONS]), strict=True))
+
 
 DUPLICATE_THRESHOLD = 0.05  # nats per query row: below this two heads' maps are near-duplicates
 MAX_PAIRS = 3
@@ -40,8 +51,9 @@ def label_names(labels: tuple[str, ...] = LABELS + DECODER_LABELS) -> dict[str, 
     return {k: t(f"heads.label.{k}") for k in labels}
 
 
-def labels_section(report: HeadReport) -> None:
-    st.subheader(t("heads.labels.title"))
+def labels_section(report: HeadReport, heading: bool = True) -> None:
+    if heading:  # heading=False: the section sits in a tab that names it
+        st.subheader(t("heads.labels.title"))
     decoder = report.causal
     if decoder:
         st.caption(t("heads.labels.decoder_note"))
@@ -101,8 +113,9 @@ def _hover(report: HeadReport) -> np.ndarray:
     return out
 
 
-def table_section(report: HeadReport, importance: Importance | None) -> None:
-    st.subheader(t("heads.table.title"))
+def table_section(report: HeadReport, importance: Importance | None, heading: bool = True) -> None:
+    if heading:
+        st.subheader(t("heads.table.title"))
     s = report.stats
     names = report.names
     words = label_names()  # once: 4,096 heads would otherwise look up every label's words 4,096 times
@@ -138,9 +151,10 @@ def table_section(report: HeadReport, importance: Importance | None) -> None:
     st.caption(t("heads.table.caption", rows=report.rows, sentences=report.sentences))
 
 
-def redundancy_section(report: HeadReport, key: str, with_cka: bool = True) -> None:
+def redundancy_section(report: HeadReport, key: str, with_cka: bool = True, heading: bool = True) -> None:
     """The redundancy heatmap (JS, cosine, and CKA where the heads' outputs are known) and the map of heads."""
-    st.subheader(t("heads.redundancy.title"))
+    if heading:
+        st.subheader(t("heads.redundancy.title"))
     if not report.pairwise:  # over a budget: asked before any pairwise work (models.analysis.heads)
         st.info(t("heads.redundancy.skipped", reason=md(report.pairwise_skipped)))
         return
@@ -190,11 +204,13 @@ def redundancy_section(report: HeadReport, key: str, with_cka: bool = True) -> N
     st.caption(t("heads.redundancy.map_caption", stress=f"{report.stress:.2f}"))
 
 
-def duplicates_section(report: HeadReport, key: str) -> None:
+def duplicates_section(report: HeadReport, key: str, heading: bool = True) -> None:
     """Near-duplicates per layer under an adjustable threshold; ends with the heading of `pairs_section`."""
-    if not report.pairwise:
-        return  # redundancy_section has said why
-    st.subheader(t("heads.dupes.title"))
+    if heading:
+        st.subheader(t("heads.dupes.title"))
+    if not report.pairwise:  # over a budget: its own tab says why, as the redundancy tab does
+        st.info(t("heads.redundancy.skipped", reason=md(report.pairwise_skipped)))
+        return
     threshold = st.slider(
         t("heads.dupes.threshold"),
         0.0,
@@ -254,7 +270,8 @@ def pairs_section(
             caption += " · " + t("heads.dupes.same_kv", kv=(a % report.n_heads) // report.group)
         pairs.append((ma, mb, names[a], names[b], caption))
     if pairs:
-        st.plotly_chart(pair_maps(pairs, tokens, key_tokens), width="stretch", key=f"{key}_pairs")
+        bar = heatmap_words()["colorbar"]
+        st.plotly_chart(pair_maps(pairs, tokens, key_tokens, bar, FULL_PX), width="stretch", key=f"{key}_pairs")
 
 
 def importance_section(report: HeadReport, importance: Importance, key: str) -> None:
@@ -303,8 +320,9 @@ def importance_section(report: HeadReport, importance: Importance, key: str) -> 
         st.caption(t("heads.importance.scatter_caption"))
 
 
-def shares_section(report: HeadReport, bert_base: bool, key: str) -> None:
-    st.subheader(t("heads.shares.title"))
+def shares_section(report: HeadReport, bert_base: bool, key: str, heading: bool = True) -> None:
+    if heading:
+        st.subheader(t("heads.shares.title"))
     bands = lines = None
     if bert_base:
         lo, hi = PUBLISHED["sep_layers"]  # type: ignore[misc]

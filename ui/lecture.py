@@ -7,11 +7,11 @@ clicking through the steps, or switching language, never recomputes them.
 from __future__ import annotations
 
 from models import Encoder, EncoderOutput
+from models.lecture import memory, troubleshoot
 from models.lecture import steps as steps_mod
-from models.lecture import troubleshoot
 
 from . import debug, results
-from .state import Selection
+from .state import Selection, t
 
 
 @debug.counted("head_steps", results.cached)
@@ -46,3 +46,16 @@ def num(x: float, digits: int = 3) -> str:
     if x == 0:
         return "0"
     return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e5 else f"{x:.{max(1, digits - 1)}e}"
+
+
+def peak(n: int | None) -> str:
+    """Return a measured peak as the pages print it: its size, or what a missing or zero measurement means.
+
+    Zero is not "0 B": the step allocated within memory the process already held (peak-RSS counters move in whole
+    pages, and only above their earlier high-water mark), so its growth was below what can be measured there.
+    """
+    if n is None:
+        return t("gen.no_peak")
+    if n <= 0:
+        return t("memory.peak_below")
+    return memory.fmt_bytes(n)

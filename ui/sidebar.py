@@ -32,6 +32,10 @@ MODEL_CHOICES = (
 CUSTOM = "custom"
 MASK_KINDS = ("bidirectional", "causal", "window", "prefix", "chunk")
 CUSTOM_MASK = "composed"
+# A causal model's own mask with nothing added: the picker's value where an encoder's is "bidirectional" (the mask
+# both stand for). A value of its own, not only a label: the browser redraws a picked option's label only when
+# its value changes, so "Bidirectional (BERT)" stayed on screen after switching to a decoder.
+BUILT_IN = "built_in"
 
 
 def _text_from_file() -> None:
@@ -154,12 +158,14 @@ def _mask_picker(decoder: bool = False) -> None:
             st.warning(t("sidebar.mask_clamped", given=md(current), kind=kind, high=MASK_PARAM_MAX, used=used))
             param = MASK_PARAM_MAX
         st.session_state["mask_kind"] = kind
+    swap = {"bidirectional": BUILT_IN} if decoder else {BUILT_IN: "bidirectional"}
+    st.session_state["mask_kind"] = swap.get(st.session_state["mask_kind"], st.session_state["mask_kind"])
     kind = st.selectbox(
         t("sidebar.mask"),
-        (*MASK_KINDS, CUSTOM_MASK),
+        (BUILT_IN if decoder else "bidirectional", *MASK_KINDS[1:], CUSTOM_MASK),
         key="mask_kind",
         format_func=lambda k: t(
-            f"sidebar.mask_kind.{k}_decoder" if decoder and k == "bidirectional" else f"sidebar.mask_kind.{k}"
+            "sidebar.mask_kind.bidirectional_decoder" if k == BUILT_IN else f"sidebar.mask_kind.{k}"
         ),
         help=t("sidebar.mask_help_decoder" if decoder else "sidebar.mask_help"),
     )
@@ -183,7 +189,7 @@ def _mask_picker(decoder: bool = False) -> None:
             st.error(t("sidebar.mask_custom_bad", reason=str(err)))
             st.session_state["mask"] = "bidirectional"
     else:
-        st.session_state["mask"] = kind
+        st.session_state["mask"] = "bidirectional" if kind == BUILT_IN else kind
 
 
 def _parsed(spec: object) -> Expectation | None:

@@ -124,6 +124,12 @@ def is_cross(out: Any) -> bool:
     return bool(getattr(out, "cross", False))
 
 
+def is_causal(out: Any) -> bool:
+    """Return whether query i sees keys 0…i only: the model's capability, or what a file's maps show."""
+    caps = getattr(out, "capabilities", None)
+    return bool(caps.causal) if caps is not None else bool(getattr(out, "causal", False))
+
+
 def keep_of(out: Any) -> np.ndarray:
     """Return the (q_pos, k_pos) bool mask the maps came with (all True when a file carries none)."""
     keep = getattr(out, "keep", None)

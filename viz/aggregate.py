@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .heatmap import thin_ticks, token_labels
+from .heatmap import token_labels, token_ticks
 from .lines import LINE_RGB
 
 
@@ -17,15 +17,18 @@ def token_bars(
     positions: Sequence[int] | None = None,
     title: str = "",
     value_label: str = "weight",
-    max_ticks: int = 80,
+    width_hint: int = 900,
 ) -> go.Figure:
-    """Return a bar per token (x = position, labelled with the token) of a (k_pos,) vector, e.g. a rollout row."""
+    """Return a bar per token (x = position, labelled with the token) of a (k_pos,) vector, e.g. a rollout row.
+
+    width_hint: the figure's width in pixels where it is shown; labels are sized, turned and thinned to fit it.
+    """
     v = np.asarray(values, dtype=np.float32)
     toks = list(tokens)
     if v.shape != (len(toks),):
         raise ValueError(f"{v.shape[0] if v.ndim else 0} values for {len(toks)} tokens")
     pos = list(positions) if positions is not None else list(range(len(toks)))
-    ticks = thin_ticks(len(toks), max_ticks)
+    ticks = token_ticks(toks, max(width_hint - 80, 80), across=True)
     r, g, b = LINE_RGB
     fig = go.Figure(
         go.Bar(
@@ -39,7 +42,7 @@ def token_bars(
     )
     fig.update_layout(
         title=dict(text=title, y=0.97, yanchor="top") if title else None,
-        xaxis=dict(tickmode="array", tickvals=ticks, ticktext=[toks[i] for i in ticks], tickangle=-60, automargin=True),
+        xaxis=dict(ticks.axis(), automargin=True),
         yaxis=dict(title=value_label, rangemode="tozero", automargin=True),
         height=320,
         margin=dict(l=10, r=10, t=50 if title else 10, b=10),

@@ -92,8 +92,13 @@ def plotly_bundle(figures: Sequence[go.Figure]) -> tuple[str, str]:
     """Return (name, JavaScript) of the smallest plotly.js that draws every figure: the cartesian partial bundle
     (vendored, same version as the plotly package's) when all traces are cartesian, else the full bundle."""
     kinds = {trace.type for fig in figures for trace in fig.data}
-    cartesian = _cartesian_bundle()
-    if cartesian is not None and kinds <= CARTESIAN_TRACES:
+    return plotly_js(full=not kinds <= CARTESIAN_TRACES)
+
+
+def plotly_js(full: bool = False) -> tuple[str, str]:
+    """Return (name, JavaScript) of the cartesian partial bundle, or of the full one (also where it is missing)."""
+    cartesian = None if full else _cartesian_bundle()
+    if cartesian is not None:
         return f"plotly.js {get_plotlyjs_version()} (cartesian)", cartesian
     return f"plotly.js {get_plotlyjs_version()}", get_plotlyjs()
 

@@ -1,13 +1,18 @@
 """One (q_pos, k_pos) map as a heatmap: query tokens on rows, key tokens on columns, hover giving both and the weight.
 
 Cells sit at integer positions 0…n−1 (so viz.overlays can draw a mask over them); axes are positions labelled
-with tokens, never token categories, because plotly would merge a repeated token into one row.
+with tokens, never token categories, because plotly would merge a repeated token into one row. Tick labels are
+sized for the pixels an axis gets (`token_ticks`): every token where they fit, else a smaller font, labels turned
+on the key axis, then every k-th token; a long token is cut with "…" (hover always has it whole).
 """
 
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -15,7 +20,76 @@ import plotly.graph_objects as go
 COLORSCALE = "Blues"
 LOG_FLOOR = 1e-4  # weights below this share the lowest colour in log mode
 HOVER_TOKENS_MAX = 40_000  # cells; above this, hover shows positions instead of token strings (lighter JSON)
-WORDS = {"query": "query", "key": "key", "weight": "weight", "log": "log scale"}
+WORDS = {
+    "query": "query",
+    "key": "key",
+    "weight": "weight",
+    "log": "log scale",
+    "colorbar": "attention weight (0–1)",  # the colour bar's title: what a colour means, and its unit
+    "colorbar_log": "attention weight (0–1, log scale)",
+    "colorbar_map": "share of the map's largest weight (0–1)",  # each map scaled to its own maximum (viz.layer)
+}
+LABEL_CHARS = 12  # a tick label longer than this is cut with "…"
+TICK_SIZES = (14, 12, 11)  # px: the largest that fits; 11 is the least a projector's back row reads
+ANGLE = -60  # key labels turn this far when upright ones would overlap
+
+
+def short_label(text: str, max_chars: int = LABEL_CHARS) -> str:
+    """Return text cut to max_chars characters with "…" at the end when it is longer."""
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def _em(text: str) -> float:
+    """Return the width of text in font sizes (an ideograph is about 1, a Latin letter about 0.6)."""
+    return sum(1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.6 for ch in text)
+
+
+@dataclass(frozen=True)
+class TokenTicks:
+    """The labelled positions of a token axis, their text, the font size and the labels' angle."""
+
+    vals: list[int]
+    text: list[str]
+    size: int
+    angle: int
+
+    def axis(self) -> dict[str, Any]:
+        """Return the plotly axis settings that draw these labels."""
+        return dict(
+            tickmode="array",
+            tickvals=self.vals,
+            ticktext=self.text,
+            tickangle=self.angle,
+            tickfont=dict(size=self.size),
+        )
+
+
+def token_ticks(
+    tokens: Sequence[str], length_px: float, *, across: bool, sizes: Sequence[int] = TICK_SIZES
+) -> TokenTicks:
+    """Return the tick labels of a token axis `length_px` pixels long: all of them at the largest font that fits.
+
+    across=True for an axis whose labels stand side by side (keys, on x): upright while they fit, else turned by
+    ANGLE. Labels along the axis (queries, on y; turned keys) need about 1.3 font sizes each; when even the
+    smallest font does not fit, every k-th token is labelled.
+    """
+    labels = [short_label(str(tok)) for tok in tokens]
+    n = len(labels)
+    if n == 0:
+        return TokenTicks([], [], sizes[0], 0)
+    per = max(length_px, 1.0) / n  # pixels per cell
+    widest = max(_em(lab) for lab in labels)
+    turned = ANGLE if across else 0
+    for size in sizes:
+        if across and widest * size + 4 <= per:
+            return TokenTicks(list(range(n)), labels, size, 0)
+        step_px = 1.3 * size / (math.sin(math.radians(-ANGLE)) if across else 1.0)
+        if step_px <= per:
+            return TokenTicks(list(range(n)), labels, size, turned)
+    size = sizes[-1]
+    step = math.ceil(1.3 * size / (math.sin(math.radians(-ANGLE)) if across else 1.0) / per)
+    vals = list(range(0, n, step))
+    return TokenTicks(vals, [labels[i] for i in vals], size, turned)
 
 
 def token_labels(tokens: Sequence[str], positions: Sequence[int]) -> list[str]:
@@ -28,12 +102,6 @@ def _with_raw(labels: list[str], shown: Sequence[str], raw: Sequence[str] | None
     if raw is None or len(raw) != len(shown):
         return labels
     return [lab if r == s else f"{lab} [{r}]" for lab, s, r in zip(labels, shown, raw, strict=True)]
-
-
-def thin_ticks(n: int, max_ticks: int = 60) -> list[int]:
-    """Return the indices to label on an axis of n cells, every k-th one when there are more than max_ticks."""
-    step = max(1, math.ceil(n / max_ticks))
-    return list(range(0, n, step))
 
 
 def map_axes(
@@ -71,12 +139,12 @@ def head_heatmap(
     log: bool = False,
     zmax: float | None = None,
     words: Mapping[str, str] | None = None,
-    max_ticks: int = 60,
     height: int | None = None,
     raw_tokens: Sequence[str] | None = None,
     raw_key_tokens: Sequence[str] | None = None,
+    width_hint: int = 640,
 ) -> go.Figure:
-    """Return a heatmap of one (q_pos, k_pos) map.
+    """Return a heatmap of one (q_pos, k_pos) map, token labels on both axes and a colour bar with its unit.
 
     raw_tokens / raw_key_tokens: the tokenizer's own strings (e.g. byte-level BPE `Ġthe`) when `tokens` are
     readable forms of them; hover then shows the raw token beside the readable one where they differ.
@@ -84,7 +152,8 @@ def head_heatmap(
     q_pos / k_pos are the rows' and columns' positions in the full input (when the map is a window or has
     [CLS]/[SEP] removed); hover shows them with the tokens. log colours log10(weight) (floored at 1e-4) and
     labels the colour bar in weights. customdata per cell is (query label, key label, weight text) — or, above
-    HOVER_TOKENS_MAX cells, (query position, key position, weight) as numbers.
+    HOVER_TOKENS_MAX cells, (query position, key position, weight) as numbers. width_hint: the figure's width in
+    pixels where it will be shown, to size the key labels (`token_ticks`); words["colorbar"] titles the bar.
     """
     w, q_tok, k_tok, qp, kp = map_axes(weights, tokens, key_tokens, q_pos, k_pos)
     nq, nk = w.shape
@@ -113,10 +182,13 @@ def head_heatmap(
         z = np.log10(np.clip(w, LOG_FLOOR, None))
         lo, hi = math.log10(LOG_FLOOR), math.log10(max(top, LOG_FLOOR * 10))
         ticks = list(range(int(lo), int(math.floor(hi)) + 1))
-        colorbar = dict(title=f"{wd['weight']} ({wd['log']})", tickvals=ticks, ticktext=[f"{10.0**t:g}" for t in ticks])
+        colorbar: dict[str, Any] = dict(
+            title=dict(text=wd["colorbar_log"], side="right"), tickvals=ticks, ticktext=[f"{10.0**t:g}" for t in ticks]
+        )
     else:
         z, lo, hi = w, 0.0, top
-        colorbar = dict(title=wd["weight"])
+        colorbar = dict(title=dict(text=wd["colorbar"], side="right"))
+    colorbar["thickness"] = 14  # px: the map, not its legend, gets a narrow column's width
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -131,37 +203,33 @@ def head_heatmap(
             name="attention",
         )
     )
-    xt, yt = thin_ticks(nk, max_ticks), thin_ticks(nq, max_ticks)
     n = max(nq, nk)
-    tick_size = (
-        14 if max(len(xt), len(yt)) <= 24 else 12 if max(len(xt), len(yt)) <= 40 else 10
-    )  # legible on a projector
+    fig_height = height or min(900, 240 + 18 * n)
+    # The plot area: the figure less the query labels and the colour bar across, the title and key labels down.
+    xt = token_ticks(k_tok, max(width_hint - 170, 80), across=True)
+    yt = token_ticks(q_tok, max(fig_height - (150 if title else 110) - 80, 60), across=False)
+    size = min(xt.size, yt.size)  # one font for both axes
     fig.update_layout(
         title=dict(text=title, y=0.99, yanchor="top") if title else None,
         xaxis=dict(
-            tickmode="array",
-            tickvals=xt,
-            ticktext=[k_tok[i] for i in xt],
+            xt.axis(),
+            tickfont=dict(size=size),
             side="top",
-            tickangle=-60,
             title=wd["key"],
             showgrid=False,
             zeroline=False,
-            tickfont=dict(size=tick_size),
             automargin=True,
         ),
         yaxis=dict(
-            tickmode="array",
-            tickvals=yt,
-            ticktext=[q_tok[i] for i in yt],
+            yt.axis(),
+            tickfont=dict(size=size),
             autorange="reversed",
             title=wd["query"],
             showgrid=False,
             zeroline=False,
-            tickfont=dict(size=tick_size),
             automargin=True,
         ),
-        height=height or min(900, 240 + 18 * n),
+        height=fig_height,
         margin=dict(l=10, r=10, t=150 if title else 110, b=10),
         plot_bgcolor="white",
     )

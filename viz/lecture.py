@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .heatmap import head_heatmap
+from .heatmap import head_heatmap, token_ticks
 from .overlays import add_mask_overlay
 
 DIVERGING = "RdBu_r"  # negative blue, positive red, 0 white: Q, K, V and scores have a sign
@@ -37,6 +37,14 @@ def scale_fonts(fig: go.Figure, font_size: int) -> go.Figure:
         if trace.type == "heatmap" and trace.showscale is not False:
             trace.update(colorbar=dict(tickfont=dict(size=font_size), title=dict(font=dict(size=font_size))))
     fig.update_annotations(font_size=font_size)
+    return fig
+
+
+def title_colour_bars(fig: go.Figure, title: str) -> go.Figure:
+    """Return fig with `title` on every colour bar that has none yet (what a colour means, and its unit)."""
+    for trace in fig.data:
+        if trace.type == "heatmap" and trace.showscale is not False and not (trace.colorbar.title.text or ""):
+            trace.update(colorbar=dict(title=dict(text=title, side="right")))
     return fig
 
 
@@ -241,9 +249,20 @@ def compare_bars(
 
 
 def heads_grid(
-    maps: np.ndarray, head_titles: Sequence[str], title: str = "", cols: int = 6, font_size: int = 12
+    maps: np.ndarray,
+    head_titles: Sequence[str],
+    title: str = "",
+    cols: int = 6,
+    font_size: int = 12,
+    tokens: Sequence[str] | None = None,
+    bar_title: str = "",
+    width_hint: int = 520,
 ) -> go.Figure:
-    """Return small multiples of (heads, q_pos, k_pos) maps, one tile per head, on a shared 0..1 scale."""
+    """Return small multiples of (heads, q_pos, k_pos) maps, one tile per head, on a shared 0..1 scale.
+
+    tokens label the queries of the first column and the keys of each column's lowest tile, as many as fit a tile
+    of the figure `width_hint` pixels wide; bar_title names the colour bar (what a colour means, its unit).
+    """
     m = np.asarray(maps, dtype=np.float32)
     h = m.shape[0]
     cols = min(cols, h)
@@ -263,7 +282,7 @@ def heads_grid(
                 zmin=0,
                 zmax=1,
                 showscale=i == 0,
-                colorbar=dict(thickness=10),
+                colorbar=dict(thickness=10, title=dict(text=bar_title, side="right")),
                 hovertemplate="q %{y}, k %{x}: %{z:.3f}<extra></extra>",
             ),
             row=i // cols + 1,
@@ -273,7 +292,19 @@ def heads_grid(
     fig.update_yaxes(showticklabels=False, autorange="reversed")
     fig.update_annotations(font_size=font_size)
     tile = 150 + 4 * font_size
-    return _layout(fig, title, font_size, rows * tile + 60)
+    fig = _layout(fig, title, font_size, rows * tile + 60)
+    if tokens is not None and len(tokens) == m.shape[-1] == m.shape[-2]:
+        tile_px = 0.8 * width_hint / cols
+        size = max(9, min(font_size, 12))
+        x_ticks = token_ticks(tokens, tile_px, across=True, sizes=(size, 9))
+        y_ticks = token_ticks(tokens, tile_px, across=False, sizes=(size, 9))
+        for i in range(h):
+            suffix = "" if i == 0 else str(i + 1)
+            if i % cols == 0:
+                fig.layout[f"yaxis{suffix}"].update(y_ticks.axis(), showticklabels=True, automargin=True)
+            if i + cols >= h:
+                fig.layout[f"xaxis{suffix}"].update(x_ticks.axis(), showticklabels=True, automargin=True)
+    return fig
 
 
 def memory_chart(
@@ -339,13 +370,15 @@ def attention_map(
     keep: np.ndarray | None = None,
     font_size: int = 12,
     height: int | None = None,
+    width_hint: int = 640,
 ) -> go.Figure:
     """Return viz.heatmap's (q_pos, k_pos) map with translated axis titles, an outlined row and the mask overlay.
 
     axis_titles: (keys, queries, colour bar); keep: the (q_pos, k_pos) mask to veil (hidden cells) and check
-    (red ✕ where weight lands on a hidden cell), drawn only when it hides something.
+    (red ✕ where weight lands on a hidden cell), drawn only when it hides something. width_hint: the figure's
+    width where it is shown, in pixels (token labels are sized to it).
     """
-    fig = head_heatmap(weights, tokens, title=title, hover=hover or None)
+    fig = head_heatmap(weights, tokens, title=title, hover=hover or None, width_hint=width_hint)
     fig.update_layout(xaxis_title=axis_titles[0], yaxis_title=axis_titles[1])
     fig.update_traces(colorbar_title_text=axis_titles[2], selector=dict(type="heatmap"))
     if highlight_row is not None:

@@ -13,6 +13,8 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from .heatmap import token_ticks
+
 FONT = dict(size=15)  # readable from the back of a lecture hall
 # Colour of a head's layer wherever heads are points or labels: Viridis without its last, pale-yellow
 # stretch, which vanishes on white (and on a washed-out projector).
@@ -39,7 +41,7 @@ def redundancy_heatmap(
     similarity: True for cosine/CKA (1 = alike), False for a divergence (0 = alike); either way darker means
     more alike. zmax: top of the colour scale (default: 1 for similarities, the 99th percentile of the
     off-diagonal values for a divergence, so that near-duplicates stand out). Tick labels are coloured by
-    layer; with more than 80 heads they are hidden (hover names them).
+    layer, at a readable size: beyond what fits, every k-th head is named (hover names every one).
     """
     m = np.asarray(matrix, dtype=float)
     idx = np.asarray(order, dtype=int)
@@ -66,13 +68,14 @@ def redundancy_heatmap(
             colorbar=dict(title=dict(text=value_name, side="right")),
         )
     )
-    show = N <= 80
+    height = int(min(950, max(520, 12 * N + 160)))
+    # As many head names as the plot's side holds at a readable size (every k-th beyond); hover names them all.
+    ticks = token_ticks(labels, height - 200, across=False, sizes=(13, 12, 11))
     axis = dict(
         tickmode="array",
-        tickvals=list(range(N)),
-        ticktext=ticktext,
-        showticklabels=show,
-        tickfont=dict(size=10),
+        tickvals=ticks.vals,
+        ticktext=[ticktext[i] for i in ticks.vals],
+        tickfont=dict(size=ticks.size),
         showgrid=False,
         zeroline=False,
     )
@@ -80,7 +83,7 @@ def redundancy_heatmap(
         title=dict(text=title, font=dict(size=17)),
         xaxis=dict(axis, tickangle=-90),
         yaxis=dict(axis, autorange="reversed"),
-        height=int(min(950, max(520, 12 * N + 160))),
+        height=height,
         margin=dict(l=10, r=10, t=60, b=10),
         font=FONT,
     )
@@ -143,12 +146,15 @@ def pair_maps(
     pairs: Sequence[tuple[np.ndarray, np.ndarray, str, str, str]],
     tokens: Sequence[str],
     key_tokens: Sequence[str] | None = None,
+    bar_title: str = "attention weight (0–1)",
+    width_hint: int = 880,
 ) -> go.Figure:
     """Return small attention maps of near-duplicate heads side by side, one pair per row.
 
     pairs: (map of head a, map of head b, name a, name b, what the pair has in common) for each pair; maps
     are (q_pos, k_pos): rows over `tokens`, columns over `key_tokens` (cross-attention) or `tokens` again.
-    Each row is headed "a ≈ b · <what they share>".
+    Each row is headed "a ≈ b · <what they share>"; both maps of a row share one colour range, whose colour bar
+    (titled bar_title) stands at the row's right. Token labels are sized for a figure width_hint pixels wide.
     """
     rows = max(len(pairs), 1)
     titles = [f"<b>{name}</b>" for _, _, na, nb, _ in pairs for name in (na, nb)]
@@ -162,7 +168,10 @@ def pair_maps(
         horizontal_spacing=0.1,
         vertical_spacing=min(0.3, 110 / (rows * row_px)),
     )
-    show_ticks = n <= 40
+    map_px = 0.38 * width_hint  # one of the two maps of a row, less the spacing, labels and colour bar
+    x_ticks = token_ticks(keys, map_px, across=True)
+    y_ticks = token_ticks(list(tokens), min(map_px, row_px - 120), across=False)
+    size = min(x_ticks.size, y_ticks.size)
     custom = np.stack(
         np.broadcast_arrays(np.array(tokens, dtype=object)[:, None], np.array(keys, dtype=object)[None, :]), -1
     )
@@ -175,32 +184,16 @@ def pair_maps(
                     colorscale="Blues",
                     zmin=0,
                     zmax=zmax,
-                    showscale=False,
+                    showscale=c == 2,
                     customdata=custom,
                     hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>",
                 ),
                 row=r,
                 col=c,
             )
-            fig.update_xaxes(
-                tickmode="array",
-                tickvals=list(range(len(keys))),
-                ticktext=keys,
-                showticklabels=show_ticks,
-                tickangle=-60,
-                tickfont=dict(size=10),
-                row=r,
-                col=c,
-            )
+            fig.update_xaxes(x_ticks.axis(), tickfont=dict(size=size), automargin=True, row=r, col=c)
             fig.update_yaxes(
-                tickmode="array",
-                tickvals=list(range(len(tokens))),
-                ticktext=list(tokens),
-                showticklabels=show_ticks,
-                autorange="reversed",
-                tickfont=dict(size=10),
-                row=r,
-                col=c,
+                y_ticks.axis(), tickfont=dict(size=size), autorange="reversed", automargin=True, row=r, col=c
             )
         left = fig.layout.annotations[2 * (r - 1)]  # head a's title: the pair's line goes ~28 px above it
         fig.add_annotation(
@@ -216,6 +209,10 @@ def pair_maps(
         )
     fig.update_annotations(font_size=15)
     fig.update_layout(height=60 + rows * row_px, margin=dict(l=10, r=10, t=70, b=10), font=FONT)
+    for r in range(1, len(pairs) + 1):  # each row's colour bar beside its own two maps
+        lo, hi = fig.layout[f"yaxis{2 * r}"].domain
+        trace = next(tr for tr in fig.data if tr.showscale and tr.yaxis == f"y{2 * r}")
+        trace.update(colorbar=dict(y=(lo + hi) / 2, len=hi - lo, title=dict(text=bar_title, side="right")))
     return fig
 
 

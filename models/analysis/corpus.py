@@ -7,6 +7,11 @@ padded keys never enter a statistic.
 
 A corpus is text with one sentence per line; a line with a tab is a sentence pair (`A<TAB>B`), the form
 Clark et al.'s [CLS] A [SEP] B [SEP] inputs had.
+
+Two budgets apply, each to what it guards: ATTENTION_LENS_MAX_BATCH bounds every padded batch (one forward), so a
+corpus of any length streams through the model batch by batch; ATTENTION_LENS_MAX_CORPUS_TOKENS bounds the corpus
+as a whole. Every refusal is a CorpusError with a code and values, so that the app can say it in the reader's
+language (MESSAGES holds the English; ui/locales/zh/heads.toml `corpus.msg.*` the Chinese).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import torch
 
 from .. import masks, settings
 from ..encoder import Encoder
-from ..errors import InputError
+from ..errors import BudgetError, InputError
 from ..tokens import display_tokens
 from .heads import Accumulator, HeadReport, Roles
 from .importance import (
@@ -40,6 +45,37 @@ BUCKET_ELEMENTS_CPU = 1 << 25
 BUCKET_ELEMENTS_GPU = 1 << 28
 IMPORTANCE_SENTENCES = 50  # importance runs many passes per sentence: a corpus uses its first 50 lines
 
+# Every refusal of a corpus, by code: the English the command line prints (the app translates by code).
+MESSAGES = {
+    "not_text": "the corpus must be text, one sentence per line",
+    "empty": "the corpus is empty: give one sentence per line",
+    "binary": "{name} is not a text file: give UTF-8 text, one sentence per line",
+    "not_utf8": "{name} is not UTF-8 text (byte {byte} cannot be read): save it as UTF-8",
+    "line_chars": "line {line} of the corpus needs {amount} characters; the budget {env} allows {cap} characters",
+    "lines_tokens": ("a corpus of {lines} lines needs at least {amount} tokens; the budget {env} allows {cap} tokens"),
+    "tokens": "this corpus needs {amount} tokens; the budget {env} allows {cap} tokens",
+}
+
+
+class CorpusError(InputError):
+    """A corpus that cannot be analysed as given: `code` names the MESSAGES entry, `values` fill it."""
+
+    def __init__(self, code: str, **values: object):
+        self.code, self.values = code, values
+        super().__init__(MESSAGES[code].format(**values))
+
+
+class CorpusBudgetError(CorpusError, BudgetError):
+    """A corpus over one of the operator's budgets (max_text_chars per line, max_corpus_tokens in all)."""
+
+
+def _require(key: str, amount: int, code: str, **values: object) -> None:
+    """Raise CorpusBudgetError(code) when amount is over budget `key` (models.settings); call before allocating."""
+    cap = settings.limit(key)
+    if amount > cap:
+        env = settings.PREFIX + key.upper()
+        raise CorpusBudgetError(code, amount=f"{amount:,}", cap=f"{int(cap):,}", env=env, **values)
+
 
 @dataclass(frozen=True)
 class Line:
@@ -50,7 +86,7 @@ class Line:
 def read_corpus(text: str) -> list[Line]:
     """Return the sentences of a corpus text: one per non-empty line; `A<TAB>B` is a sentence pair."""
     if not isinstance(text, str):
-        raise InputError("the corpus must be text, one sentence per line")
+        raise CorpusError("not_text")
     lines = []
     for raw in text.splitlines():
         a, _, b = raw.partition("\t")
@@ -60,35 +96,37 @@ def read_corpus(text: str) -> list[Line]:
         elif b:
             lines.append(Line(b))
     if not lines:
-        raise InputError("the corpus is empty: give one sentence per line")
-    cap = settings.limit("max_text_chars")
+        raise CorpusError("empty")
     for n, ln in enumerate(lines, 1):
-        if len(ln.text) + len(ln.text_b or "") > cap:
-            settings.require("max_text_chars", len(ln.text) + len(ln.text_b or ""), f"line {n} of the corpus")
+        _require("max_text_chars", len(ln.text) + len(ln.text_b or ""), "line_chars", line=f"{n:,}")
     # Every line is at least 3 tokens ([CLS], a word, [SEP]): a cheap bound before anything is tokenized.
-    settings.require("max_corpus_tokens", 3 * len(lines), f"a corpus of {len(lines):,} lines")
+    _require("max_corpus_tokens", 3 * len(lines), "lines_tokens", lines=f"{len(lines):,}")
     return lines
 
 
 def read_corpus_file(data: bytes, name: str = "corpus") -> list[Line]:
     """Return the sentences of an uploaded or given file's bytes (UTF-8 text, one sentence per line)."""
     if b"\x00" in data[:4096]:
-        raise InputError(f"{name} is not a text file: give UTF-8 text, one sentence per line")
+        raise CorpusError("binary", name=name)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise InputError(f"{name} is not UTF-8 text (byte {err.start} cannot be read): save it as UTF-8") from None
+        raise CorpusError("not_utf8", name=name, byte=f"{err.start:,}") from None
     return read_corpus(text)
 
 
-def buckets(encoder: Encoder, lines: Sequence[Line], budget: int | None = None) -> list[list[int]]:
+def buckets(
+    encoder: Encoder, lines: Sequence[Line], budget: int | None = None, max_batch: int | None = None
+) -> list[list[int]]:
     """Return groups of line indices, sorted by length, each small enough to run as one padded batch.
 
     Sentences of similar length share a batch, so padding stays small; pairs and single sentences never
-    share one (the tokenizer takes a batch of either).
+    share one (the tokenizer takes a batch of either). A group holds at most `max_batch` lines (default: the
+    operator's ATTENTION_LENS_MAX_BATCH, the budget of one forward) and at most `budget` map elements.
     """
     if budget is None:
         budget = BUCKET_ELEMENTS_GPU if encoder.device.type == "cuda" else BUCKET_ELEMENTS_CPU
+    most = int(settings.limit("max_batch")) if max_batch is None else max_batch
     c = encoder.config
     limit = encoder.max_tokens
     singles = [i for i, ln in enumerate(lines) if ln.text_b is None]
@@ -101,13 +139,14 @@ def buckets(encoder: Encoder, lines: Sequence[Line], budget: int | None = None) 
         args = ([lines[i].text for i in idx],) + (([lines[i].text_b for i in idx],) if idx is pairs else ())
         lengths = [min(len(ids), limit) for ids in encoder.tokenizer(*args, verbose=False)["input_ids"]]
         total += sum(lengths)
-        settings.require("max_corpus_tokens", total, "this corpus")
+        _require("max_corpus_tokens", total, "tokens")
         order = sorted(range(len(idx)), key=lambda k: lengths[k])
         group: list[int] = []
         for k in order:
             T = lengths[k]  # the longest so far: sorted ascending
             # Two (layers, heads, T, T) tensors per sentence: the maps and the scores the recorder keeps.
-            if group and (len(group) + 1) * 2 * c.n_layers * c.n_heads * T * T > budget:
+            full = len(group) >= most or (len(group) + 1) * 2 * c.n_layers * c.n_heads * T * T > budget
+            if group and full:
                 groups.append(group)
                 group = []
             group.append(idx[k])
@@ -147,7 +186,7 @@ def analyse_corpus(
     Every bucket runs on the encoder's device; only the summed statistics come back to the CPU.
     """
     if not lines:
-        raise InputError("the corpus is empty: give one sentence per line")
+        raise CorpusError("empty")
     c = encoder.config
     acc = Accumulator(c.n_layers, c.n_heads, with_cka=True)
     groups = buckets(encoder, lines)
@@ -184,7 +223,7 @@ def corpus_importance(
     """Return head importance summed over the first `limit` lines, with the removal curve over the same lines."""
     used = list(lines[:limit])
     if not used:
-        raise InputError("the corpus is empty: give one sentence per line")
+        raise CorpusError("empty")
     c = encoder.config
     # Gradients and ablations hold far more per sentence than a forward pass: smaller buckets.
     groups = buckets(

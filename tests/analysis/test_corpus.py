@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -160,3 +162,88 @@ def test_cuda_gives_what_the_cpu_gives(minilm):
     )
     imp = corpus_importance(gpu, lines, limit=2)
     assert imp.scores.shape == (6, 12) and np.isfinite(imp.raw).all()
+
+
+# ---- a corpus streams through the batch budget (issue 25) ------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "corpus_en.txt"
+
+
+def _report_with_batch(monkeypatch, encoder, lines, max_batch: int):
+    monkeypatch.setenv("ATTENTION_LENS_MAX_BATCH", str(max_batch))
+    groups = buckets(encoder, lines)
+    return analyse_corpus(encoder, lines)[0], groups
+
+
+def test_the_example_corpus_streams_in_batches_and_equals_one_batch(minilm, monkeypatch):
+    """60 lines under the default budget of 16 per forward: batches of at most 16, the numbers of one batch."""
+    lines = read_corpus(EXAMPLE.read_text(encoding="utf-8"))
+    assert len(lines) == 60
+    monkeypatch.delenv("ATTENTION_LENS_MAX_BATCH", raising=False)
+    default, groups = analyse_corpus(minilm, lines)[0], buckets(minilm, lines)
+    assert max(len(g) for g in groups) <= 16 and sorted(i for g in groups for i in g) == list(range(60))
+    one, one_groups = _report_with_batch(monkeypatch, minilm, lines, 1000)
+    assert len(one_groups) == 2  # all singles in one padded batch, all pairs in another
+    small, small_groups = _report_with_batch(monkeypatch, minilm, lines, 3)
+    assert max(len(g) for g in small_groups) <= 3 and len(small_groups) >= 20
+    for other in (default, small):
+        assert other.sentences == one.sentences == 60 and other.rows == one.rows
+        for k in STATS:
+            np.testing.assert_allclose(other.stats[k], one.stats[k], rtol=1e-5, atol=1e-6, err_msg=k)
+        np.testing.assert_allclose(other.js, one.js, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(other.cosine, one.cosine, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(other.cka, one.cka, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(other.cls_entropy, one.cls_entropy, rtol=1e-5)
+        assert other.tokens == one.tokens
+
+
+def test_corpus_importance_streams_in_batches_too(minilm, monkeypatch):
+    lines = read_corpus(EXAMPLE.read_text(encoding="utf-8"))[:20]
+    monkeypatch.setenv("ATTENTION_LENS_MAX_BATCH", "4")
+    small = corpus_importance(minilm, lines)
+    monkeypatch.setenv("ATTENTION_LENS_MAX_BATCH", "1000")
+    one = corpus_importance(minilm, lines)
+    np.testing.assert_allclose(small.raw, one.raw, rtol=1e-4, atol=1e-6)
+    assert small.sentences == one.sentences == 20
+
+
+def test_every_refusal_has_a_code_and_the_budget_in_its_words(monkeypatch):
+    from models.analysis.corpus import MESSAGES, CorpusBudgetError, CorpusError
+    from models.errors import BudgetError
+
+    seen: dict[str, CorpusError] = {}
+    for call in (
+        lambda: read_corpus(b"bytes"),  # type: ignore[arg-type]  # not text, on purpose
+        lambda: read_corpus("\n \n"),
+        lambda: read_corpus_file(b"\x00\x01", "x.bin"),
+        lambda: read_corpus_file("caf\xe9".encode("latin-1"), "c.txt"),
+    ):
+        with pytest.raises(CorpusError) as err:
+            call()
+        seen[err.value.code] = err.value
+    monkeypatch.setenv("ATTENTION_LENS_MAX_TEXT_CHARS", "10")
+    with pytest.raises(CorpusBudgetError) as err:
+        read_corpus("short\nthis line is longer than ten\n")
+    assert str(err.value) == (
+        "line 2 of the corpus needs 28 characters; the budget ATTENTION_LENS_MAX_TEXT_CHARS allows 10 characters"
+    )
+    seen[err.value.code] = err.value
+    monkeypatch.delenv("ATTENTION_LENS_MAX_TEXT_CHARS")
+    monkeypatch.setenv("ATTENTION_LENS_MAX_CORPUS_TOKENS", "5")
+    with pytest.raises(CorpusBudgetError) as err:
+        read_corpus("one\ntwo\n")
+    assert isinstance(err.value, BudgetError) and "ATTENTION_LENS_MAX_CORPUS_TOKENS allows 5 tokens" in str(err.value)
+    seen[err.value.code] = err.value
+    assert set(seen) == set(MESSAGES) - {"tokens"}  # "tokens" needs the tokenizer: the next test
+    for code, e in seen.items():
+        assert str(e) == MESSAGES[code].format(**e.values)
+
+
+def test_the_corpus_token_budget_still_bounds_the_whole_corpus(minilm, monkeypatch):
+    from models.analysis.corpus import CorpusBudgetError
+
+    lines = read_corpus(EXAMPLE.read_text(encoding="utf-8"))
+    monkeypatch.setenv("ATTENTION_LENS_MAX_CORPUS_TOKENS", "500")  # 60 lines × ≥ 3 passes; their tokens do not
+    with pytest.raises(CorpusBudgetError) as err:
+        analyse_corpus(minilm, lines)
+    assert err.value.code == "tokens" and err.value.values["cap"] == "500"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.test_explore import decode
 from tests.app.test_lecture_pages import chart_specs, texts
 from ui.i18n import LANGUAGES, translate
 
@@ -110,3 +111,21 @@ def test_generation_says_why_it_stopped_in_the_pages_language(lang):
     assert not at.exception and not at.error
     want = translate(lang, "gen.stop_positions", done=4, asked=10, limit=limit)
     assert [w.value for w in at.warning] == [want]
+
+
+def test_a_causal_models_rollout_opens_on_its_last_token_even_after_an_encoder():
+    """Issue 25: the first token of a causal model reads only itself (one 100 % bar); the last has read everything."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params["view"] = "aggregate"
+    at.run()  # the bundled encoder first: its rollout row starts at [CLS]
+    assert at.selectbox(key="rollout_row").value == 0
+    at.sidebar.selectbox(key="model_choice").set_value(MODEL).run()
+    assert not at.exception and not at.error
+    n = len(at.selectbox(key="rollout_row_causal").options)
+    assert n > 5 and at.selectbox(key="rollout_row_causal").value == n - 1
+    bars = next(s for s in chart_specs(at) if s["data"][0]["type"] == "bar")
+    shares = decode(bars["data"][0]["y"])
+    assert len(shares) == n and (shares > 0.01).sum() > 1  # not the first token's single 100 % bar
+    # the sidebar's mask names the model's own causal mask, not BERT's bidirectional one
+    assert at.sidebar.selectbox(key="mask_kind").value == "built_in"
+    assert translate("en", "sidebar.mask_kind.bidirectional_decoder") in at.sidebar.selectbox(key="mask_kind").options

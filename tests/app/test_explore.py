@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.i18n import translate
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 180
 PAIR = ("The cat sat on the mat.", "It was warm there, so it fell asleep.")
@@ -78,6 +80,10 @@ def test_sentence_every_view_runs_with_real_attention(minilm):
 
     at.segmented_control(key="view").set_value("aggregate").run()
     assert not at.exception
+    titles = list(by_title(at))
+    # Mean and rollout opens at the last layer: rollout through every layer (issue 25)
+    assert at.slider(key="layer").value == 5 and any(t.startswith("Rollout up to layer 5") for t in titles)
+    at.slider(key="layer").set_value(2).run()
     titles = list(by_title(at))
     assert any(t.startswith("Rollout up to layer 2") for t in titles)
     assert any(t.startswith("Layer 2: mean over heads") for t in titles)
@@ -211,3 +217,24 @@ def test_bert_base_folder_at_512_tokens(bert_base_dir):
     for view in ("layer", "head", "aggregate"):
         at.segmented_control(key="view").set_value(view).run()
         assert not at.exception
+
+
+@pytest.mark.parametrize(("lang", "bar"), [("en", "attention weight (0–1)"), ("zh", "注意力权重（0–1）")])
+def test_one_layer_has_token_labels_and_a_colour_bar_with_its_unit(lang, bar):
+    """Issue 25: One layer names its tokens (queries down the first column, keys under each column) and says what
+    a colour means; scaled to each map's own maximum (the overview's choice), the bar says so."""
+    at = app(view="layer", layer="1", lang=lang)
+    assert not at.exception and not at.error
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    heat = [tr for tr in spec["data"] if tr["type"] == "heatmap"]
+    scales = [tr for tr in heat if tr.get("showscale", True)]
+    assert len(scales) == 1 and scales[0]["colorbar"]["title"]["text"] == bar
+    layout = spec["layout"]
+    labelled_y = [k for k, v in layout.items() if k.startswith("yaxis") and v.get("showticklabels")]
+    labelled_x = [k for k, v in layout.items() if k.startswith("xaxis") and v.get("showticklabels")]
+    assert len(labelled_y) == 3 and len(labelled_x) == 5  # 13 maps in 5 columns: 3 rows
+    assert "animal" in layout["yaxis"]["ticktext"] and "animal" in layout[labelled_x[0]]["ticktext"]
+    at.radio(key="overview_scale").set_value("map").run()  # the overview's scale choice, shared
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    bars = [tr for tr in spec["data"] if tr["type"] == "heatmap" and tr.get("showscale", True)]
+    assert bars[0]["colorbar"]["title"]["text"] == translate(lang, "explore.colorbar_map")

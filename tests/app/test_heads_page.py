@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +37,14 @@ def titles(at: AppTest) -> list[str]:
 def test_heads_page_shows_every_section():
     at = page("app_pages/heads.py")
     assert not at.exception and not at.error
-    assert [h.value for h in at.subheader] == [
-        "What each head does",
-        "Statistics per head",
-        "Redundancy between heads",
-        "Near-duplicate heads",
-        "Head importance",
-        "Where attention goes, layer by layer",
+    # one tab per section (issue 25: not one 7,000-pixel scroll), names short enough for one row at 1280 px
+    assert [tab.label for tab in at.tabs] == [
+        "Labels",
+        "Statistics",
+        "Redundancy",
+        "Near-duplicates",
+        "Importance",
+        "Layer by layer",
     ]
     t = titles(at)
     grid = specs(at)[0]["data"][0]
@@ -106,6 +108,38 @@ def test_corpus_page_runs_the_example():
     assert any("Importance of every head" in x for x in titles(at))
     # the table now has an importance column
     assert "Importance (0–1)" in at.dataframe[0].value.columns
+
+
+def test_corpus_page_analyses_the_whole_example_with_the_default_budgets(monkeypatch):
+    """Issue 25: 60 lines under ATTENTION_LENS_MAX_BATCH = 16 stream batch by batch, nothing refused."""
+    monkeypatch.delenv("ATTENTION_LENS_MAX_BATCH", raising=False)
+    at = page("app_pages/corpus.py")
+    assert not at.get("button") or all(b.key != "corpus_run" for b in at.button)  # no Analyse button yet …
+    assert not any("press Analyse" in i.value for i in at.info)  # … so the prompt does not name one
+    at.button(key="corpus_example_button").click().run()
+    at.button(key="corpus_run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.success and "60 sentences" in at.success[0].value
+
+
+ENGLISH_RUN = re.compile(r"\b[A-Za-z]{2,}(?:[ ,]+[A-Za-z]{2,}){2,}\b")
+
+
+@pytest.mark.parametrize(("budget", "when"), [("100", "read"), ("400", "run")])
+def test_corpus_refusals_are_in_the_pages_language(monkeypatch, budget, when):
+    """A corpus over ATTENTION_LENS_MAX_CORPUS_TOKENS is refused in Chinese on the Chinese page, budget named."""
+    monkeypatch.setenv("ATTENTION_LENS_MAX_CORPUS_TOKENS", budget)
+    at = page("app_pages/corpus.py", lang="zh")
+    at.button(key="corpus_example_button").click().run()
+    if when == "run":  # 59 lines pass the cheap bound (3 tokens a line); their real tokens do not
+        lines = at.text_area(key="corpus_text").value.splitlines()
+        at.text_area(key="corpus_text").set_value("\n".join(lines[:-1])).run()  # not a corpus cached by a test
+        assert not at.error
+        at.button(key="corpus_run").click().run()
+    assert not at.exception and len(at.error) == 1
+    text = at.error[0].value
+    assert "预算" in text and "ATTENTION\\_LENS\\_MAX\\_CORPUS\\_TOKENS" in text and f"{int(budget):,}" in text
+    assert ENGLISH_RUN.search(text.replace("\\_", "_")) is None, text
 
 
 def test_corpus_page_bad_input():

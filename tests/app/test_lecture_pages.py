@@ -199,7 +199,8 @@ def test_troubleshooting_demonstrations_are_live():
     shown = "\n".join(texts(at))
     assert "nan" in shown and "0.0625" in shown  # −inf → NaN, finfo.min → 1/16
     assert at.warning and "Leak" in at.warning[0].value
-    assert len(at.expander) == 8  # the tutorial's eight rows
+    about = translate("en", "tutorial.about_title")
+    assert len([e for e in at.expander if e.label != about]) == 8  # the tutorial's eight rows
 
 
 @pytest.mark.parametrize("page", ["inside", "trouble"])
@@ -230,3 +231,37 @@ def test_inside_a_head_names_the_file_and_line_of_every_step():
     )
     assert any("(it did not run" in c for c in captions)  # one sentence, no mask: the mask line is shown idle
     assert len([e for e in at.expander if "The whole function" in str(e.label)]) == 11
+
+
+FOLLOWS = {
+    "inside": ("§3 “多头注意力机制原理详解”", "§4 “PyTorch 实现多头注意力”"),
+    "memory": ("§6 “资源占用与性能观察方法”",),
+}
+FOLLOWS["trouble"] = ("§7 “常见问题排查表”",)
+
+
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_lecture_page_names_the_tutorial_and_its_section(page, lang):
+    """Issue 25: the tutorial is named (Chinese, no address: said so) with the section each page follows."""
+    at = open_page(page, lang=lang)
+    assert not at.exception
+    caption = next(c.value for c in at.caption if translate(lang, "tutorial.follows").split("{")[0] in c.value)
+    for cited in FOLLOWS[page]:
+        number, heading = cited.split(" ", 1)
+        assert heading in caption and (number in caption if lang == "en" else f"第 {number[1:]} 节" in caption)
+    assert ("Chinese" if lang == "en" else "中文") in caption
+    about = next(e for e in at.expander if e.label == translate(lang, "tutorial.about_title"))
+    assert ("in Chinese" if lang == "en" else "中文") in about.label
+    links = [el.proto.label for el in about.get("page_link")]  # each section shown here leads to its page
+    assert any(translate(lang, "nav.memory") in lab and "资源占用与性能观察方法" in lab for lab in links), links
+    assert any(translate(lang, "nav.masks") in lab and "因果自注意力" in lab for lab in links), links
+
+
+def test_a_zero_measured_peak_is_not_printed_as_0_b():
+    """Issue 25: a step that stayed inside memory the process held reads 'below what can be measured', not '0 B'."""
+    from ui.lecture import peak
+
+    assert peak(0) == translate("en", "memory.peak_below") and "0 B" not in peak(0)
+    assert peak(None) == translate("en", "gen.no_peak")
+    assert peak(12_582_912) == "12.6 MB"

@@ -109,3 +109,14 @@ def test_bad_input_exits_2_with_one_line(args, message, tmp_path, monkeypatch, c
     err = capsys.readouterr().err.strip()
     assert message in err, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_example_corpus_runs_with_the_default_budgets(capsys, monkeypatch):
+    """README's `stats --file examples/corpus_en.txt`: 60 lines, more than one forward's ATTENTION_LENS_MAX_BATCH."""
+    from pathlib import Path
+
+    monkeypatch.delenv("ATTENTION_LENS_MAX_BATCH", raising=False)
+    example = Path(__file__).resolve().parents[2] / "examples" / "corpus_en.txt"
+    assert main(["stats", "--file", str(example), "--json", "--no-importance"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sentences"] == 60 and len(doc["tokens"]) == 60

@@ -107,7 +107,7 @@ def test_each_tile_is_its_own_map():
     assert shared[0, 0] == round(math.sqrt(0.125) * (LEVELS - 1))
     assert shared[9 + 5, 18 + 3] == round(math.sqrt(0.9) * (LEVELS - 1))
     with pytest.raises(ValueError, match="unknown scale"):
-        render_mosaic(attn, scale="log")
+        render_mosaic(attn, scale="cube")  # "log" is one now (the sink-friendly scale)
 
 
 def test_long_inputs_are_max_pooled_to_the_tile_size():
@@ -322,6 +322,57 @@ def test_layer_figure_pools_long_inputs():
     fig, factor = layer_figure(maps, ["a", "b", "c"], max_cells=96)
     assert factor == 6 and np.asarray(fig.data[0].z).shape == (86, 86)
     assert np.asarray(fig.data[0].customdata)[1, 2].tolist() == [6, 12]  # first positions of the block
+
+
+# ---- labels and colour bars on every heatmap (issue 25) ---------------------------------------------------
+
+
+def _labelled(axis) -> list[str]:
+    return list(axis.ticktext) if axis.showticklabels is not False and axis.ticktext else []
+
+
+def test_layer_figure_has_token_labels_and_one_colour_bar_in_weights():
+    attn = random_attn(1, 12, 8)[0]
+    maps = np.concatenate([attn, attn.mean(0, keepdims=True)])
+    tokens = [f"w{i}" for i in range(8)]
+    fig, _ = layer_figure(maps, [f"H{h}" for h in range(12)] + ["mean"], tokens=tokens)
+    heat = [tr for tr in fig.data if tr.type == "heatmap"]
+    bars = [tr for tr in heat if tr.showscale]
+    assert len(bars) == 1 and "attention weight (0–1)" in bars[0].colorbar.title.text
+    assert all(tr.zmin == 0 and tr.zmax == 1 for tr in heat)  # one scale: colours compare across heads
+    np.testing.assert_allclose(np.asarray(heat[4].z), maps[4], atol=1e-6)  # z is the weight itself
+    # queries label the first column (maps 0, 5, 10), keys the lowest map of each column (8, 9, 10, 11, 12)
+    ys = [i for i in range(13) if _labelled(fig.layout[f"yaxis{'' if i == 0 else i + 1}"])]
+    xs = [i for i in range(13) if _labelled(fig.layout[f"xaxis{'' if i == 0 else i + 1}"])]
+    assert ys == [0, 5, 10] and xs == [8, 9, 10, 11, 12]
+    assert _labelled(fig.layout.yaxis) == tokens and _labelled(fig.layout.xaxis9) == tokens
+    assert "w3 · 3" in np.asarray(heat[0].customdata)[3, 5].tolist()  # hover names the tokens
+    own, _ = layer_figure(maps, [f"H{h}" for h in range(12)] + ["mean"], tokens=tokens, scale="map")
+    top = [tr for tr in own.data if tr.type == "heatmap"]
+    assert "largest weight" in next(tr for tr in top if tr.showscale).colorbar.title.text
+    assert all(float(np.max(tr.z)) == pytest.approx(1.0) for tr in top)
+    np.testing.assert_allclose(np.asarray(top[4].customdata)[..., 2].astype(float), maps[4], atol=1e-6)
+    logged, _ = layer_figure(maps, [f"H{h}" for h in range(12)] + ["mean"], tokens=tokens, scale="log")
+    heat = [tr for tr in logged.data if tr.type == "heatmap"]
+    assert "log scale" in heat[0].colorbar.title.text and list(heat[0].colorbar.ticktext)[-1] == "1"
+    np.testing.assert_allclose(np.asarray(heat[2].z), np.log10(np.clip(maps[2], 1e-4, None)), atol=1e-5)
+
+
+def test_crowded_token_axes_are_thinned_and_turned_and_cut():
+    from viz.heatmap import token_ticks
+
+    few = token_ticks(["a", "b", "c"], 600, across=True)
+    assert few.text == ["a", "b", "c"] and few.angle == 0 and few.size == 14
+    words = [f"token{i}" for i in range(42)]
+    crowded = token_ticks(words, 330, across=True)  # 42 keys in the head view's plot area at 1280 px
+    assert crowded.angle == -60 and crowded.size == 11
+    assert 10 <= len(crowded.vals) < 42 and crowded.vals == list(range(0, 42, crowded.vals[1]))
+    assert token_ticks(["a" * 30], 600, across=False).text == ["a" * 11 + "…"]
+    fig = head_heatmap(random_attn(1, 1, 42)[0, 0], ["x" * 20] + words[1:], width_hint=520)
+    assert fig.layout.xaxis.tickangle == -60 and len(fig.layout.xaxis.tickvals) < 42
+    assert fig.layout.xaxis.ticktext[0] == "x" * 11 + "…"
+    assert "x" * 20 in np.asarray(fig.data[0].customdata)[0, 0, 0]  # hover has the whole token
+    assert "attention weight (0–1)" == fig.data[0].colorbar.title.text
 
 
 # ---- exports ------------------------------------------------------------------------------------------
