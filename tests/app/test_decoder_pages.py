@@ -64,7 +64,7 @@ def test_heads_page_labels_a_decoders_heads():
     at = open_page("heads", text="The cat sat on the mat. The cat sat on the mat.")
     shown = "\n".join(texts(at))
     assert translate("en", "heads.label.induction") in shown  # the rules table names the decoder's labels
-    assert translate("en", "heads.label.first").split(" (")[0] in shown
+    assert translate("en", "heads.label.sink").split(" (")[0] in shown
     assert "next-token loss" in shown  # importance through the tied LM head
 
 

@@ -258,10 +258,12 @@ def test_every_lecture_page_names_the_tutorial_and_its_section(page, lang):
     assert any(translate(lang, "nav.masks") in lab and "因果自注意力" in lab for lab in links), links
 
 
-def test_a_zero_measured_peak_is_not_printed_as_0_b():
+def test_a_zero_measured_peak_is_not_printed_as_0_b(monkeypatch):
     """Issue 25: a step that stayed inside memory the process held reads 'below what can be measured', not '0 B'."""
+    from ui import state
     from ui.lecture import peak
 
+    monkeypatch.setattr(state, "_last_lang", "en")  # outside a run, t() speaks the last run's language
     assert peak(0) == translate("en", "memory.peak_below") and "0 B" not in peak(0)
     assert peak(None) == translate("en", "gen.no_peak")
     assert peak(12_582_912) == "12.6 MB"
