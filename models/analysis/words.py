@@ -7,8 +7,8 @@ What a "word" is, per token display (docs/METRICS.md, "Words"):
   punctuation and every Chinese character into tokens of their own);
 - byte-level BPE and SentencePiece: tokens are first joined until their bytes are whole UTF-8 characters (a
   Chinese character or an emoji split over two or three tokens becomes one piece); a piece then continues the
-  word before it when it does not start with a space and both sides of the join are letters or digits;
-  punctuation, spaces and line breaks end a word;
+  word before it when it does not start with a space and both sides of the join are letters or digits (a
+  token that is only a space belongs to the word after it); punctuation, spaces and line breaks end a word;
 - Chinese and Japanese text has no spaces to tell words apart and no segmenter runs here: every Han character
   or kana is a word of its own (a token that already holds two characters stays one word: a token is never split).
 
@@ -194,8 +194,11 @@ def word_groups(tokens: Sequence[str], display: str = "plain", specials: Iterabl
                 and not special[prev[0]]
                 and bool(text)
                 and bool(prev[2])
-                and _wordy(text[0])
-                and _wordy(prev[2][-1])
+                and (
+                    (_wordy(text[0]) and _wordy(prev[2][-1]))
+                    # a token that is only a space (`Ġ`, `▁`) is the space before the next word
+                    or (prev[2].strip(" ") == "" and not text[0].isspace() and texts[-1] == prev[2])
+                )
             )
             if joins:
                 texts[-1] += text
