@@ -16,7 +16,7 @@ import streamlit as st
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout
 from models.attention_file import AttentionMaps
-from ui import controls, debug, results, source, state
+from ui import controls, debug, lenses, results, source, state
 from ui.sidebar import current_encoder, current_maps
 from ui.state import t
 from viz.aggregate import token_bars
@@ -150,7 +150,7 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
     with st.spinner(t("explore.drawing")):
         started = time.perf_counter()
         mosaic = _mosaic(
-            attn, keep, part, source.result_key(out), st.session_state.get("part", "all"), scale, exclude, group
+            attn, keep, part, lenses.result_key(out), st.session_state.get("part", "all"), scale, exclude, group
         )
         fig = overview_figure(
             mosaic,
@@ -333,7 +333,7 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
         _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
         st.info(t("source.no_rollout"))
         return [(mean_title, mean_fig)]
-    rolled = _rollout(attn, source.result_key(out))  # (layers, seq, seq)
+    rolled = _rollout(attn, lenses.result_key(out))  # (layers, seq, seq)
     left, right = st.columns(2, gap="medium")
     roll_title = t("explore.rollout_title", layer=layer)
     mean_fig = head_heatmap(
@@ -501,6 +501,8 @@ def main() -> None:
         return
     state.init("explore")
     _facts(out)
+    raw = out
+    out = lenses.apply(out)  # raw, value-weighted or words (ui/lenses.py): the views below draw what comes back
     is_pair = any(out.segments)
 
     cols = st.columns([5, 2, 2, 2] if is_pair else [5, 3, 3], gap="medium")
@@ -534,7 +536,8 @@ def main() -> None:
         figures = _head_view(out, attn, keep, part, layer, head)
     else:
         figures = _aggregate_view(out, attn, part, layer)
-    _export(out, attn, figures, layer, head, view or "overview")
+    lenses.side_by_side(raw, layer, head)
+    _export(raw, np.asarray(raw.attentions), figures, layer, head, view or "overview")
 
 
 main()

@@ -2,12 +2,13 @@
 
 import streamlit as st
 
+from models import AttnVizError
 from models.analysis.corpus import is_bert_base
 from models.analysis.heads import HeadReport, analyse, analyse_maps
 from models.analysis.importance import Importance, head_importance, work_estimate
 from models.analysis.induction import induction_scores
 from models.attention_file import AttentionMaps
-from ui import cache, debug, results, source, state
+from ui import cache, debug, lenses, results, source, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -95,8 +96,12 @@ def main() -> None:
         with st.spinner(t("heads.computing_importance")):
             imp = importance(sel)
 
+    try:  # what each head passes on (the value-weighted lens; ui/lenses.py), a column to rank heads by
+        output_norm = lenses.weighted(sel).output_norm
+    except AttnVizError:
+        output_norm = None  # over the derived-maps budget: the table goes without it
     labels_section(report)
-    table_section(report, imp)
+    table_section(report, imp, output_norm)
     redundancy_section(report, "heads")
     attn = out.attentions.numpy()
     duplicates_section(report, "heads")

@@ -250,4 +250,3 @@ def delta_maps(a: Any, b: Any) -> np.ndarray:
     for layer in range(L):
         out[layer] = delta_layer(a, b, layer)
     return out
-

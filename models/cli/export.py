@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         words = word_groups(out.tokens, out.capabilities.token_display, enc.tokenizer.all_special_tokens)
         arrays["words"] = np.array(words.words, dtype=str)
         arrays["word_of_token"] = words.word_of()  # (seq,) int64: the word each token belongs to
-        arrays["word_attentions"] = np.stack([words.merge(out.attentions[la]) for la in range(out.n_layers)])
+        arrays["word_attentions"] = np.stack([words.merge(out.attentions[la].numpy()) for la in range(out.n_layers)])
         if args.norms:
             arrays["word_norms"] = words.merge(arrays["norms"])
         lists["word_tokens"] = [[out.tokens[i] for i in g] for g in words.groups()]
