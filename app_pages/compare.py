@@ -192,6 +192,11 @@ def _head_hover(cmp: Comparison) -> np.ndarray:
     return out
 
 
+def _shown(statistic: str, value: float) -> str:
+    """Return a statistic as the Heads table shows it: shares in %, the normalised entropy as a number."""
+    return f"{float(value):.2f}" if statistic == "entropy_norm" else f"{100 * float(value):.1f} %"
+
+
 def _ranking(cmp: Comparison, layer: int, head: int) -> None:
     st.subheader(t("compare.ranking_title"))
     unit = t("compare.distance_unit") if cmp.mode == "maps" else t("compare.change_unit")
@@ -223,8 +228,7 @@ def _ranking(cmp: Comparison, layer: int, head: int) -> None:
                 row[t("compare.col.max_delta")] = float(cmp.max_delta[la, h])
             k = str(cmp.moved[la, h]) if cmp.moved is not None else cmp.columns[0]
             row[t("compare.col.moved")] = t(f"heads.col.{k}")
-            row["A"] = float(cmp.stats_a[k][la, h])
-            row["B"] = float(cmp.stats_b[k][la, h])
+            row["A"], row["B"] = _shown(k, cmp.stats_a[k][la, h]), _shown(k, cmp.stats_b[k][la, h])
             row[t("compare.col.labels")] = f"{names[str(cmp.labels_a[la, h])]} → {names[str(cmp.labels_b[la, h])]}"
             rows.append(row)
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="compare_table")

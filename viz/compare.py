@@ -81,9 +81,13 @@ def delta_mosaic(
 
 def _labels(tokens: Sequence[str], positions: Sequence[int], other: Sequence[str] | None) -> list[str]:
     """Return 'token · position' labels; where the other run's token differs, 'a | b · position'."""
+    shown = [tok.strip() or tok for tok in tokens]  # byte-level tokens carry their leading space
     if other is None or len(other) != len(tokens):
-        return token_labels(tokens, positions)
-    return [f"{a} | {b} · {p}" if a != b else f"{a} · {p}" for a, b, p in zip(tokens, other, positions, strict=True)]
+        return token_labels(shown, positions)
+    return [
+        f"{a} | {b.strip() or b} · {p}" if raw != b else f"{a} · {p}"
+        for a, raw, b, p in zip(shown, tokens, other, positions, strict=True)
+    ]
 
 
 def paired_heatmaps(
@@ -196,12 +200,15 @@ def paired_heatmaps(
             row=1,
             col=i + 1,
         )
+    ticks_px = int(10 + 5.5 * min(14, max((len(t) for t in short_k), default=4)))  # the slanted key labels
     for ann in fig.layout.annotations:  # subplot titles above the key tokens
-        ann.update(yshift=max(60, 6 * max((len(t) for t in short_k), default=4)))
+        ann.update(yshift=ticks_px)
+    top = ticks_px + (70 if title else 40)
     fig.update_layout(
         title=dict(text=title, y=0.99, yanchor="top") if title else None,
-        height=height or int(min(760, 260 + 340 * 3 / len(ms) + 6 * nq)),
-        margin=dict(l=10, r=10, t=170 if title else 140, b=10),
+        # Square maps side by side across a page's main column (~750 px): each about 650 / len(maps) px tall.
+        height=height or int(top + 30 + 650 / len(ms)),
+        margin=dict(l=10, r=10, t=top, b=10),
         plot_bgcolor="white",
     )
     return fig

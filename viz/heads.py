@@ -25,6 +25,7 @@ LABEL_COLOURS = {
     "broad": "#fee08b",
     "heterogeneous": "#e8e8e8",
     "first": "#fdae61",  # a decoder's attention sink: the place [CLS] holds in an encoder
+    "sink": "#fdae61",  # the same label under the name models.analysis.heads gives it (DECODER_LABELS)
     "induction": "#66c2a5",
 }
 

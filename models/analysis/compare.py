@@ -69,7 +69,7 @@ class Comparison:
     differs: list[int] = field(default_factory=list)  # "maps": positions whose tokens differ
     rows: int = 0  # "maps": query rows summed over
     js: np.ndarray | None = None  # "maps": (layers, heads) Σ_i JS(A_i, B_i), nats
-    row_js: np.ndarray | None = None  # "maps": (layers, heads, q_pos) JS of each row, nats
+    row_js: np.ndarray | None = None  # "maps": (layers, heads, q_pos) JS of each row, nats (float64)
     max_delta: np.ndarray | None = None  # "maps": (layers, heads) max_ij |B − A|
     distance: np.ndarray | None = None  # (layers, heads): "maps" √(js / rows); "statistics" max |Δ statistic|
     moved: np.ndarray | None = None  # (layers, heads) str: the statistic that moved the most
@@ -215,24 +215,32 @@ def compare(a: EncoderOutput, b: EncoderOutput, maps_a: Any = None, maps_b: Any 
     src_a = a.attentions if maps_a is None else maps_a
     src_b = b.attentions if maps_b is None else maps_b
     real = (a.padding & b.padding).bool()
-    n = int(real.sum())
-    T = int(real.shape[0])
-    row_js = np.zeros((L, H, T), dtype=np.float32)
-    js = np.zeros((L, H))
-    max_delta = np.zeros((L, H), dtype=np.float32)
-    for layer in range(L):
-        la = torch.as_tensor(np.asarray(src_a[layer]), dtype=torch.float32)  # (heads, q_pos, k_pos)
-        lb = torch.as_tensor(np.asarray(src_b[layer]), dtype=torch.float32)
-        rows = paired_js(la, lb, n)  # (heads, q_pos)
-        rows[:, ~real] = 0.0
-        row_js[layer] = rows.float().numpy()
-        js[layer] = rows.sum(-1).numpy()
-        max_delta[layer] = (lb - la).abs().amax(dim=(-2, -1)).numpy()
-    cmp.rows, cmp.js, cmp.row_js, cmp.max_delta = n, js, row_js, max_delta
-    cmp.distance = np.sqrt(js / max(n, 1))
+    cmp.row_js, cmp.max_delta = row_distances(src_a, src_b, real)
+    cmp.rows = int(real.sum())
+    cmp.js = cmp.row_js.sum(-1, dtype=np.float64)
+    cmp.distance = np.sqrt(cmp.js / max(cmp.rows, 1))
     cmp.differs = [i for i, (x, y) in enumerate(zip(a.tokens, b.tokens, strict=True)) if x != y]
     return cmp
-    return cmp
+
+
+def row_distances(a: Any, b: Any, real: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Return (JS of each row (layers, heads, q_pos) float64, max |B − A| per head (layers, heads)), layer by layer.
+
+    a, b: (layers, heads, q_pos, k_pos) maps of two runs whose positions line up; real: (seq,) bool (padded rows
+    count 0; n for the smoothing is the number of real tokens).
+    """
+    L, H, T, _ = (int(s) for s in a.shape[-4:])
+    n = int(real.sum())
+    row_js = np.zeros((L, H, T), dtype=np.float64)
+    max_delta = np.zeros((L, H), dtype=np.float32)
+    for layer in range(L):
+        la = torch.as_tensor(np.asarray(a[layer]), dtype=torch.float32)  # (heads, q_pos, k_pos)
+        lb = torch.as_tensor(np.asarray(b[layer]), dtype=torch.float32)
+        rows = paired_js(la, lb, n)  # (heads, q_pos)
+        rows[:, ~real] = 0.0
+        row_js[layer] = rows.numpy()
+        max_delta[layer] = (lb - la).abs().amax(dim=(-2, -1)).numpy()
+    return row_js, max_delta
 
 
 def delta_layer(a: Any, b: Any, layer: int) -> np.ndarray:

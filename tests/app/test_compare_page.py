@@ -108,6 +108,19 @@ def test_explore_value_weighted_lens_draws_the_shares(tiny):
     assert any("first token" in c.value for c in at.caption)
 
 
+def test_explore_overview_under_a_lens_is_not_the_raw_one_from_the_cache():
+    at = page(None, model=TINY, text=PAIR[1])
+    raw = specs(at)[0]["data"][0]["source"]  # the overview's mosaic PNG
+    at.toggle(key="weighted").set_value(True).run()
+    assert not at.exception and not at.error
+    weighted = specs(at)[0]["data"][0]["source"]
+    at.toggle(key="words").set_value(True).run()
+    assert not at.exception and not at.error
+    both = specs(at)[0]["data"][0]["source"]
+    assert len({raw, weighted, both}) == 3  # each lens draws its own maps, never a cached mosaic of another
+    assert at.query_params["weighted"] in (["True"], "True", ["true"], "true")
+
+
 def test_explore_words_lens_merges_sub_tokens(minilm):
     text = "Tokenization is unbelievably useful."
     at = page(None, text=text, view="head", layer=2, head=3, words="true")
