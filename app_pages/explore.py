@@ -16,7 +16,7 @@ import streamlit as st
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout
 from models.attention_file import AttentionMaps
-from ui import controls, debug, lenses, results, source, state
+from ui import controls, debug, lenses, long_text, results, source, state
 from ui.sidebar import current_encoder, current_maps
 from ui.state import t
 from viz.aggregate import token_bars
@@ -356,7 +356,7 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
     options = list(range(len(part.rows)))
     if st.session_state.get("rollout_row", 0) not in options:
         # A decoder's last token is the one that has read everything; an encoder's [CLS] sums up the input.
-        st.session_state["rollout_row"] = options[-1] if out.kind == "decoder" and options else 0
+        st.session_state["rollout_row"] = options[-1] if out.capabilities.causal and options else 0
     row = st.columns([1, 2])[0].selectbox(
         t("explore.rollout_row"), options, key="rollout_row", format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}"
     )
@@ -518,8 +518,12 @@ def main() -> None:
             format_func=lambda p: t(f"explore.part_{p}"),
             help=t("explore.part_help"),
         )
-    if out.kind == "decoder" and not source.is_file(out):
+    if out.capabilities.causal and not source.is_file(out):
         st.caption(t("explore.decoder_note"))
+    if getattr(out, "on_demand", False):  # a long text: maps on demand, pooled views and exact windows
+        long_text.explore(out, view or "overview", layer, head)
+        state.sync_url("explore", hidden=("part",))
+        return
     attn = np.asarray(out.attentions)  # (layers, heads, q_pos, k_pos) float32, from torch or numpy alike
     if source.is_cross(out):  # rows are the queries' sequence, columns the keys'
         part = Part(np.arange(attn.shape[-2]), np.arange(attn.shape[-1]))

@@ -8,7 +8,8 @@ from models.analysis.heads import HeadReport, analyse, analyse_maps
 from models.analysis.importance import Importance, head_importance, work_estimate
 from models.analysis.induction import induction_scores
 from models.attention_file import AttentionMaps
-from ui import cache, debug, lenses, results, source, state
+from models.maps import pool_factor
+from ui import cache, debug, lenses, long_text, results, source, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -34,7 +35,7 @@ def head_report(sel: Selection) -> HeadReport:
     A decoder's report also carries its induction scores (one pass on a repeated random sequence) and labels.
     """
     enc = cache.model(sel)
-    report = analyse(cache.encode(sel, True), enc.device)
+    report = analyse(cache.encode(sel, not cache.long_text(sel)), enc.device)  # a long text: no CKA (internals)
     return report.with_induction(induction_scores(enc)) if enc.capabilities.causal else report
 
 
@@ -72,10 +73,37 @@ def file_main(maps: AttentionMaps) -> None:
     shares_section(report, False, "heads")
 
 
+def long_main(out, enc, sel: Selection) -> None:
+    """Heads for a long text: exact statistics and labels, redundancy on pooled maps, no importance."""
+    with st.spinner(t("heads.computing")):
+        report = head_report(sel)
+    c = enc.config
+    long_text.note(out)
+    st.caption(t("heads.facts", model=enc.name, layers=c.n_layers, heads=c.n_heads, tokens=out.seq))
+    labels_section(report)
+    table_section(report, None)
+    st.caption(t("heads.long_pooled", f=report.pooled))
+    redundancy_section(report, "heads", with_cka=False)
+    tiles = long_text.pooled(sel, long_text.TILE, "max", out)
+    f = pool_factor(out.seq, out.seq, long_text.TILE)
+    labels, _ = long_text.block_labels(list(out.display_tokens or out.tokens), f, out.seq)
+    duplicates_section(report, "heads")
+    pairs_section(report, lambda i: (tiles[i // c.n_heads, i % c.n_heads], labels[: tiles.shape[-1]]), "heads")
+    st.subheader(t("heads.importance.title"))
+    st.info(t("heads.importance.long", tokens=f"{out.seq:,}"))
+    cls_sep = enc.capabilities.special_roles == "cls_sep"
+    shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads")
+
+
 def main() -> None:
     st.title(t("heads.title"))
     st.caption(t("heads.intro"))
-    maps = current_maps(internals=True)
+    sel = state.selection()
+    try:
+        internals = not source.from_file() and bool(sel.text) and not cache.long_text(sel)
+    except Exception:  # noqa: BLE001 - a model that does not load says why below, in current_maps
+        internals = True
+    maps = current_maps(internals=internals)
     if isinstance(maps, AttentionMaps):
         file_main(maps)
         return
@@ -84,6 +112,8 @@ def main() -> None:
     if out is None or enc is None:
         return
     sel = state.selection()
+    if out.on_demand:
+        return long_main(out, enc, sel)
     with st.spinner(t("heads.computing")):
         report = head_report(sel)
     c = enc.config

@@ -38,6 +38,13 @@ class Options:
     probs_out: torch.Tensor | None = None  # float32 (batch, heads, q_pos, k_pos): the probs are written here
     fill: float | None = None  # the score a hidden key gets; None = finfo(dtype).min (never a NaN row)
     maps_only: bool = False  # the probs are all that is wanted: no V, no context (the last layer of a maps run)
+    # Long inputs: query rows are processed `rows` at a time, so heads · q_pos · k_pos numbers never exist at
+    # once, and no probs are returned; each row's log-sum-exp goes to lse_out (batch, heads, q_pos), from which
+    # any map is exact again later (models.maps). span (start, window): a causal layer's rows start…, so a
+    # block of rows reads only the keys it can see.
+    rows: int | None = None
+    lse_out: torch.Tensor | None = None
+    span: tuple[int, int | None] | None = None
 
 
 # The named points of a layer's attention, in the order they happen, with their axes. `heads` is the number of
@@ -80,18 +87,39 @@ def attend(
     keep: torch.Tensor | None,
     scale: float,
     opts: Options,
-) -> tuple[torch.Tensor | None, torch.Tensor]:
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Return each head's context (batch, heads, q_pos, d_k) and the probs (batch, heads, q_pos, k_pos).
 
     q: (batch, heads, q_pos, d_k); k, v: (batch, kv_heads, k_pos, d_k), kv_heads dividing heads; v None (with
     opts.maps_only) returns (None, probs). keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = the
     query may attend to the key; None = every key. scale: 1/√d_k for every family here (GPT-2 checkpoints may
-    add 1/(layer + 1)).
+    add 1/(layer + 1)). With opts.rows (long inputs) the probs come back as None: see `attend_in_blocks`.
     """
     hook = opts.hook
     q, k = hook("queries", q), hook("keys", k)
     n_rep = q.size(1) // k.size(1)  # query heads per key/value head
     k = hook("keys_rep", repeat_kv(k, n_rep))  # (B, nh, S, d_k)
+    if v is not None:
+        v = repeat_kv(hook("values", v), n_rep)  # (B, nh, S, d_k)
+    if opts.rows is not None and q.size(2) > opts.rows:
+        context, probs = attend_in_blocks(q, k, v, keep, scale, opts)
+    else:
+        context, probs = attend_rows(q, k, v, keep, scale, opts)
+    if context is not None and opts.head_gates is not None:
+        context = context * opts.head_gates.to(context.dtype).view(-1, q.size(1), 1, 1)  # (1 or B, nh, 1, 1)
+    return context, probs
+
+
+def attend_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor | None,
+    keep: torch.Tensor | None,
+    scale: float,
+    opts: Options,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Return (context, probs) of query rows q (batch, heads, rows, d_k) over keys and values with one per head."""
+    hook = opts.hook
     # Q·Kᵀ/√d_k, the scale put on q (q_pos·d_k products rather than q_pos·k_pos).
     scores = hook("scores", torch.matmul(q * scale, k.transpose(-2, -1)))  # (B, nh, T, S)
     if keep is not None:
@@ -100,19 +128,72 @@ def attend(
         scores = hook("masked", scores.masked_fill(~keep, fill))
     # Softmax in float32 whatever the model's dtype: the maps we show are float32 probabilities.
     probs = hook("probs", torch.softmax(scores, dim=-1, dtype=torch.float32, out=opts.probs_out))  # (B, nh, T, S)
+    if opts.lse_out is not None:
+        # log Σ_j exp(s_ij) = s_ij* − log p_ij* at the row's largest score: no second pass of exp over the row.
+        torch.sub(scores.amax(-1).float(), probs.amax(-1).log(), out=opts.lse_out)
     if v is None:
         return None, probs
-    v = repeat_kv(hook("values", v), n_rep)  # (B, nh, S, d_k)
     context = hook("context", torch.matmul(probs.to(v.dtype), v))  # (B, nh, T, d_k): Σ_j p_ij v_j per head
-    if opts.head_gates is not None:
-        context = context * opts.head_gates.to(context.dtype).view(-1, q.size(1), 1, 1)  # (1 or B, nh, 1, 1)
     return context, probs
 
 
-def merge_heads(context: torch.Tensor) -> torch.Tensor:
-    """Return (batch, seq, heads·d_k) from (batch, heads, seq, d_k): the heads concatenated, in order."""
-    B, nh, T, d_k = context.size()  # batch, heads, seq, d_k
-    return context.transpose(1, 2).contiguous().view(B, T, nh * d_k)
+def visible_keys(r0: int, r1: int, n_keys: int, span: tuple[int, int | None] | None) -> tuple[int, int]:
+    """Return the keys [k0, k1) query rows [r0, r1) can see: all of them, or a causal layer's (start, window)."""
+    if span is None:
+        return 0, n_keys
+    start, window = span
+    k1 = min(n_keys, start + r1)  # row r sees keys up to start + r
+    k0 = 0 if window is None else max(0, start + r0 - window + 1)
+    return k0, k1
+
+
+def _cut(keep: torch.Tensor, r0: int, r1: int, k0: int, k1: int) -> torch.Tensor:
+    """Return keep's rows r0:r1 and keys k0:k1, where those axes are not broadcast (size 1)."""
+    rows = slice(r0, r1) if keep.size(-2) > 1 else slice(None)
+    cols = slice(k0, k1) if keep.size(-1) > 1 else slice(None)
+    return keep[..., rows, cols]
+
+
+def attend_in_blocks(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor | None,
+    keep: torch.Tensor | None,
+    scale: float,
+    opts: Options,
+) -> tuple[torch.Tensor | None, None]:
+    """Return (context, None): `attend_rows` on opts.rows query rows at a time, each over the keys it can see.
+
+    The same steps as for a short input, a block of rows at a time: memory holds heads · rows · k_pos scores
+    instead of heads · q_pos · k_pos. A causal layer's block reads only keys up to its last row (and from its
+    first row's window start): the keys it skips would get weight exactly 0. Each row's log-sum-exp goes to
+    opts.lse_out, so any map is exact again later without having been kept.
+    """
+    B, nh, T, _ = q.shape  # batch, heads, q_pos, d_k
+    S = k.size(2)
+    assert opts.rows is not None
+    context = None if v is None else q.new_empty(B, nh, T, v.size(-1))
+    if opts.lse_out is not None:
+        opts.lse_out.fill_(0.0)
+    for r0 in range(0, T, opts.rows):
+        r1 = min(T, r0 + opts.rows)
+        k0, k1 = visible_keys(r0, r1, S, opts.span)
+        block = Options(
+            hook=no_hook,
+            fill=opts.fill,
+            lse_out=None if opts.lse_out is None else opts.lse_out[:, :, r0:r1],
+        )
+        ctx, _ = attend_rows(
+            q[:, :, r0:r1],
+            k[:, :, k0:k1],
+            None if v is None else v[:, :, k0:k1],
+            None if keep is None else _cut(keep, r0, r1, k0, k1),
+            scale,
+            block,
+        )
+        if context is not None and ctx is not None:
+            context[:, :, r0:r1] = ctx
+    return context, None
 
 
 # ---- what the hooks keep -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from .attention import Options, attend, merge_heads
+from .attention import Options, attend
 from .config import BertConfig
 from .masks.conventions import combine
 from .network import ACTIVATIONS, LayerInputs, Network
@@ -54,7 +54,7 @@ class SelfAttention(nn.Module):
 
     def forward(
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Return the heads' concatenated context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
         keep: bool, broadcastable to (batch, heads, q_pos, k_pos); True = the query may attend to the key.
@@ -72,7 +72,9 @@ class SelfAttention(nn.Module):
         context, probs = attend(q, k, v, keep, self.scale, opts)  # (B, nh, T, d_k), (B, nh, T, T)
         if context is None:
             return None, probs
-        return hook("merged", merge_heads(context)), probs  # (B, T, d_model): heads concatenated
+        return hook(
+            "merged", context.transpose(1, 2).contiguous().view(B, T, -1)
+        ), probs  # (B, T, d_model): heads concatenated
 
 
 class SelfOutput(nn.Module):
@@ -93,6 +95,10 @@ class Attention(nn.Module):
         super().__init__()
         self.self = SelfAttention(cfg)
         self.output = SelfOutput(cfg)
+
+    @property
+    def scale(self) -> float:
+        return self.self.scale
 
     def projections(self) -> dict[str, nn.Linear]:
         """Return W_q, W_k, W_v and W_o as Linear layers (the lecture counts and reuses them)."""
@@ -130,7 +136,7 @@ class Layer(nn.Module):
 
     def forward(
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return the layer's output (batch, seq, d_model) and its probs; with opts.maps_only, x unchanged."""
         context, probs = self.attention.self(x, keep, opts)
         if context is None:

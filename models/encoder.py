@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from . import families, settings
 from .attention import RECORDED
 from .capabilities import Capabilities
 from .errors import InputError, MaskError
+from .maps import OnDemandMaps
 from .masks import conventions as masks
 from .network import Network
 from .tokens import display_tokens
@@ -51,7 +53,9 @@ class EncoderOutput:
     tokens: list[Any]
     input_ids: torch.Tensor  # [seq] long
     token_type_ids: torch.Tensor  # [seq] long: 0 for sentence A, 1 for sentence B
-    attentions: torch.Tensor  # [layers, heads, q_pos, k_pos] float32, rows sum to 1
+    # [layers, heads, q_pos, k_pos] float32, rows sum to 1; a long text: OnDemandMaps, read the same way by
+    # layer, head and rows (`on_demand` says which; pages need not ask)
+    attentions: Any
     hidden_states: torch.Tensor | None  # [seq, d_model] float32, output of the last layer; None: encode(hidden=False)
     keep: torch.Tensor  # [q_pos, k_pos] bool, True = may attend: the mask the encoder applied (padding included)
     padding: torch.Tensor  # [seq] bool, True = real token, False = [PAD]
@@ -88,7 +92,12 @@ class EncoderOutput:
 
     @property
     def is_batch(self) -> bool:
-        return self.attentions.dim() == 5
+        return bool(self.tokens) and isinstance(self.tokens[0], list)
+
+    @property
+    def on_demand(self) -> bool:
+        """Return whether the maps are made on demand (a long text: models.maps.OnDemandMaps), not kept whole."""
+        return isinstance(self.attentions, OnDemandMaps)
 
     @property
     def seq(self) -> int:
@@ -101,6 +110,11 @@ class EncoderOutput:
     @property
     def n_heads(self) -> int:
         return int(self.attentions.shape[-3])
+
+    @property
+    def maps(self) -> OnDemandMaps | torch.Tensor:
+        """Return the maps (layers, heads, q_pos, k_pos) to read by layer, head and rows: dense or on demand."""
+        return self.attentions
 
     @property
     def many_unknown(self) -> bool:
@@ -126,7 +140,10 @@ class EncoderOutput:
         cut: dict[str, Any] = {  # Any: replace() would otherwise read a tensor as one of the str fields
             "input_ids": self.input_ids[i, :n],
             "token_type_ids": self.token_type_ids[i, :n],
-            "attentions": self.attentions[i, ..., :n, :n],
+            # A long text's maps on demand are one text's already (and have no padding).
+            "attentions": self.attentions
+            if isinstance(self.attentions, OnDemandMaps)
+            else self.attentions[i, ..., :n, :n],
             "hidden_states": None if self.hidden_states is None else self.hidden_states[i, :n],
             "keep": self.keep[i, :n, :n],
             "padding": self.padding[i, :n],
@@ -363,6 +380,8 @@ class Encoder:
         mask: str | torch.Tensor | None = None,
         internals: bool = False,
         hidden: bool = True,
+        layers: Collection[int] | None = None,
+        progress: Callable[[float], None] | None = None,
     ) -> EncoderOutput:
         """Encode several texts at once (padded to the longest); every tensor gets a leading batch axis.
 
@@ -371,6 +390,12 @@ class Encoder:
         mask (which no user mask can lift).
         hidden: False when only the maps are wanted (the app's pages): the last layer stops at its attention
         (`maps_only` in the model's forward) and hidden_states is None. The maps are the same numbers.
+
+        A long text (one, whose maps would take more than ATTENTION_LENS_DENSE_MAPS_MB) gets its maps on demand:
+        `attentions` is then a models.maps.OnDemandMaps read like the tensor (`[layer, head]`, `[layer, head,
+        rows]`, `.shape`), within ATTENTION_LENS_MAX_TOKEN_HEADS (tokens × layers × heads) checked before the
+        forward. layers: only these layers' maps can be read later (the CLI's export --layers). progress: called
+        with the fraction of layers done while a long forward runs.
         """
         if isinstance(texts, str):
             raise InputError("encode_batch takes a list of texts; use encode() for one")
@@ -384,14 +409,19 @@ class Encoder:
         user_keep, mask_name = self.keep_for(mask, T, B)
         keep = masks.combine(pad, user_keep)
 
+        on_demand = self._needs_on_demand(B, T, internals)
         res = self.model(
             input_ids.to(self.device),
             token_type_ids.to(self.device),
             keep=keep,
             record=internals,
             maps_only=not hidden and not internals,
+            on_demand=on_demand,
+            keep_layers=layers,
+            progress=progress,
         )
-        attentions = res.attentions.cpu()  # (B, layers, heads, q_pos, k_pos), float32
+        # (B, layers, heads, q_pos, k_pos) float32; on demand: OnDemandMaps (layers, heads, q_pos, k_pos) of one text
+        attentions = res.attentions.cpu()
         if keep is None:
             keep_qk = torch.ones(B, T, T, dtype=torch.bool)
         else:
@@ -443,6 +473,32 @@ class Encoder:
             **extra,
         )
 
+    def fits_dense(self, text: str, text_b: str | None = None) -> bool:
+        """Return whether one text's maps are kept whole (else they are made on demand: a long text)."""
+        batch = self.tokenize([text], None if text_b is None else [text_b])
+        c = self.config
+        T = batch.input_ids.shape[1]
+        return 4 * c.n_layers * c.n_heads * T * T / (1 << 20) <= settings.limit("dense_maps_mb")
+
+    def _needs_on_demand(self, batch: int, seq: int, internals: bool) -> bool:
+        """Return whether a (batch, seq) input's maps are made on demand; BudgetError when it cannot be run at all.
+
+        Checked before the forward allocates anything: dense maps are layers · heads · seq² float32 per text.
+        """
+        c = self.config
+        dense_mb = 4 * batch * c.n_layers * c.n_heads * seq * seq / (1 << 20)
+        if dense_mb <= settings.limit("dense_maps_mb"):
+            return False
+        what = f"{seq:,} tokens × {c.n_layers} layers × {c.n_heads} heads"
+        if batch > 1:
+            settings.require("dense_maps_mb", math.ceil(dense_mb), f"every map of a batch of {batch} ({what})")
+        if internals:
+            settings.require(
+                "dense_maps_mb", math.ceil(dense_mb), f"the step-by-step internals of {what} (every map kept)"
+            )
+        settings.require("max_token_heads", seq * c.n_layers * c.n_heads, f"this text's maps on demand ({what})")
+        return True
+
     def encode(
         self,
         text: str,
@@ -450,14 +506,22 @@ class Encoder:
         mask: str | torch.Tensor | None = None,
         internals: bool = False,
         hidden: bool = True,
+        layers: Collection[int] | None = None,
+        progress: Callable[[float], None] | None = None,
     ) -> EncoderOutput:
         """Encode one text (or a sentence pair through text_b); see EncoderOutput for what comes back.
 
         hidden=False: only the maps are wanted, hidden_states is None and the last layer's tail is skipped (see
-        encode_batch)."""
+        encode_batch, also for long texts, `layers` and `progress`)."""
         clean = self._required(text, "text")
         out = self.encode_batch(
-            [clean], None if text_b is None else [text_b], mask=mask, internals=internals, hidden=hidden
+            [clean],
+            None if text_b is None else [text_b],
+            mask=mask,
+            internals=internals,
+            hidden=hidden,
+            layers=layers,
+            progress=progress,
         )
         single = out.item(0, trim=False)
         if single.many_unknown:

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import Options, attend, merge_heads
+from .attention import Options, attend
 from .config import GPT2Config
 from .network import ACTIVATIONS, KVCache, LayerInputs, Network, causal_keeps
 
@@ -46,7 +46,7 @@ class CausalSelfAttention(nn.Module):
 
     def forward(
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, cache: KVCache | None = None
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
         keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = may attend: the causal mask already
@@ -68,7 +68,9 @@ class CausalSelfAttention(nn.Module):
         context, probs = attend(q, k, None if opts.maps_only else v, keep, self.scale, opts)
         if context is None:
             return None, probs
-        merged = hook("merged", merge_heads(context))  # (B, T, d_model): heads concatenated
+        merged = hook(
+            "merged", context.transpose(1, 2).contiguous().view(B, T, -1)
+        )  # (B, T, d_model): heads concatenated
         return hook("attn_out", self.c_proj(merged)), probs
 
     def projections(self) -> dict[str, nn.Linear]:
@@ -110,7 +112,7 @@ class Block(nn.Module):
 
     def forward(
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return the block's output and its probs; with opts.maps_only, x unchanged."""
         a, probs = self.attn(self.ln_1(x), keep, opts, None if inputs is None else inputs.cache)
         if a is None:
@@ -156,7 +158,7 @@ class GPT2Model(Network):
         """The causal mask, once for every block, ANDed with the caller's keep."""
         T = input_ids.size(1)
         keeps = causal_keeps(self.config.n_layers, T, start + T, start, (), keep, input_ids.device, causal)
-        return LayerInputs(keeps=keeps, start=start, cache=cache)
+        return LayerInputs(keeps=keeps, start=start, cache=cache, causal=True)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """Return the last hidden state from the last block's output: ln_f."""

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import Options, attend, merge_heads
+from .attention import Options, attend
 from .config import LlamaConfig
 from .network import ACTIVATIONS, KVCache, LayerInputs, Network, causal_keeps
 from .rotary import apply_rotary, rotary_tables
@@ -62,7 +62,7 @@ class LlamaAttention(nn.Module):
 
     def forward(
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
         keep: the layer's causal (or sliding-window) mask ANDed with the caller's, made once per forward.
@@ -88,7 +88,9 @@ class LlamaAttention(nn.Module):
         context, probs = attend(q, k, None if opts.maps_only else v, keep, self.scale, opts)
         if context is None:
             return None, probs
-        merged = hook("merged", merge_heads(context))  # (B, T, nh·d_k): heads concatenated
+        merged = hook(
+            "merged", context.transpose(1, 2).contiguous().view(B, T, -1)
+        )  # (B, T, nh·d_k): heads concatenated
         return hook("attn_out", self.o_proj(merged)), probs
 
     def projections(self) -> dict[str, nn.Linear]:
@@ -126,7 +128,7 @@ class LlamaDecoderLayer(nn.Module):
 
     def forward(
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return the block's output and its probs; with opts.maps_only, x unchanged."""
         assert inputs is not None  # the rotary tables live there
         a, probs = self.self_attn(self.input_layernorm(x), keep, opts, inputs)
@@ -182,7 +184,8 @@ class LlamaForCausalLM(Network):
         cfg = self.config
         keeps = causal_keeps(cfg.n_layers, T, start + T, start, cfg.windows, keep, input_ids.device, causal)
         positions = torch.arange(start, start + T, device=input_ids.device)  # (seq,)
-        return LayerInputs(keeps=keeps, start=start, cache=cache, rope=rotary_tables(cfg, positions))
+        rope = rotary_tables(cfg, positions)
+        return LayerInputs(keeps=keeps, start=start, cache=cache, rope=rope, causal=True, windows=cfg.windows)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """Return the last hidden state: the final RMSNorm (transformers' last_hidden_state)."""

@@ -71,8 +71,9 @@ def read_checkpoint(source: str, fam: Family) -> tuple[State, dict[str, Any]]:
         raise ModelLoadError(f"cannot read the weights of {source}: {type(err).__name__}: {one_line(err)}") from err
     ignorable = ("pooler.", "attn.bias", "masked_bias", "rotary_emb.inv_freq")
     missing = [str(k) for k in info.get("missing_keys", []) if not any(p in str(k) for p in ignorable)]
-    if fam.model_type != "bert":
-        missing = [k for k in missing if k != "lm_head.weight" or not hf_model.config.tie_word_embeddings]
+    # A head tied to the embeddings is not stored twice: its key is missing by design.
+    tied = bool(getattr(hf_model.config, "tie_word_embeddings", False))
+    missing = [k for k in missing if not (tied and k == "lm_head.weight")]
     mismatched = info.get("mismatched_keys", [])
     if missing or mismatched:
         names = [str(k) for k in (missing or mismatched)]

@@ -11,7 +11,7 @@ A family (bert.py, gpt2.py, llama.py) writes its modules with the checkpoint's n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import Options, Recorder, no_hook
+from .maps import ROW_BLOCK, LayerStore, OnDemandMaps
 from .masks.conventions import causal_keep, combine
 
 # Activations checkpoints name in `hidden_act` / `activation_function`, as torch functions.
@@ -77,12 +78,16 @@ class LayerInputs:
     start: int = 0  # position of the first new token (the cache's length before this pass)
     cache: KVCache | None = None
     rope: tuple[torch.Tensor, torch.Tensor] | None = None  # rotary families: cos, sin (batch, seq, d_k)
+    causal: bool = False  # the keeps above include the model's causal mask (a block of rows sees keys ≤ its last)
+    windows: tuple[int | None, ...] = ()  # causal models: each layer's sliding window (() = none)
 
 
 @dataclass
 class ForwardResult:
     last_hidden: torch.Tensor | None  # [batch, seq, d_model]; None when the forward ran with maps_only
-    attentions: torch.Tensor  # [batch, layers, heads, q_pos, k_pos], float32 (layers lead in memory)
+    # [batch, layers, heads, q_pos, k_pos], float32 (layers lead in memory); an on-demand forward (one text):
+    # OnDemandMaps of (layers, heads, q_pos, k_pos), read like that tensor without the batch axis.
+    attentions: Any
     record: Recorder | None = None
 
     @property
@@ -187,7 +192,10 @@ class Network(nn.Module):
         for i, layer in enumerate(self.layers):
             if record is not None:
                 record.hidden_states.append(x)
-            x, probs = layer(x, inputs.keeps[i], options(i), inputs)
+            opts = options(i)
+            if opts.rows is not None and inputs.causal:  # a block of rows reads only the keys it can see
+                opts.span = (inputs.start, inputs.windows[i] if inputs.windows else None)
+            x, probs = layer(x, inputs.keeps[i], opts, inputs)
             yield x, probs
         if record is not None:
             record.hidden_states.append(x)
@@ -203,6 +211,9 @@ class Network(nn.Module):
         causal: torch.Tensor | None = None,
         maps_only: bool = False,
         fill: float | None = None,
+        on_demand: bool = False,
+        keep_layers: Collection[int] | None = None,
+        progress: Callable[[float], None] | None = None,
     ) -> ForwardResult:
         """Run the network.
 
@@ -219,7 +230,15 @@ class Network(nn.Module):
         maps_only: only the maps are wanted: the last layer stops at its probs (no V, context, W_o or MLP) and
             last_hidden is None. Ignored with record or a cache.
         fill: the score hidden keys get; None = finfo.min (the mask checker passes -inf to show what it does).
+        on_demand: long inputs (one text): no map is kept whole; rows run in blocks and each kept layer keeps its
+            queries, keys and log-sum-exps, so attentions is an OnDemandMaps (models.maps) that makes any map
+            exactly when asked. keep_layers: only these layers' maps can be read later (all when None); progress:
+            called with the fraction of layers done.
         """
+        if on_demand:
+            return self._forward_on_demand(
+                input_ids, token_type_ids, keep, head_gates, maps_only, keep_layers, progress
+            )
         rec = Recorder() if record else None
         B, T = input_ids.shape  # batch, new positions
         S = (cache.seq if cache is not None else 0) + T  # keys
@@ -254,3 +273,77 @@ class Network(nn.Module):
         attentions = attn.transpose(0, 1) if attn is not None else torch.stack(per_layer, dim=1)
         hidden = None if skip_tail else self.finish(outputs[0])
         return ForwardResult(last_hidden=hidden, attentions=attentions, record=rec)
+
+    def _forward_on_demand(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        keep: torch.Tensor | None,
+        head_gates: torch.Tensor | None,
+        maps_only: bool,
+        keep_layers: Collection[int] | None,
+        progress: Callable[[float], None] | None = None,
+    ) -> ForwardResult:
+        """The forward of one long text: rows in blocks of ROW_BLOCK, the maps of kept layers on demand."""
+        B, T = input_ids.shape  # batch, seq
+        if B != 1:
+            raise ValueError("maps on demand are for one text at a time")
+        cfg = self.config
+        kept = set(range(cfg.n_layers)) if keep_layers is None else {int(i) for i in keep_layers}
+        if not kept or not kept <= set(range(cfg.n_layers)):
+            raise ValueError(f"layers to keep must be among 0–{cfg.n_layers - 1}, got {sorted(kept)}")
+        lse = {i: torch.empty(1, cfg.n_heads, T, dtype=torch.float32, device=input_ids.device) for i in kept}
+        caught: dict[int, dict[str, torch.Tensor]] = {i: {} for i in kept}
+
+        def keeper(got: dict[str, torch.Tensor]) -> Callable[[str, torch.Tensor], torch.Tensor]:
+            def hook(name: str, t: torch.Tensor) -> torch.Tensor:
+                if name in ("queries", "keys"):
+                    got[name] = t
+                return t
+
+            return hook
+
+        def options(i: int) -> Options:
+            return Options(
+                hook=keeper(caught[i]) if i in kept else no_hook,
+                head_gates=None if head_gates is None else head_gates[..., i, :],
+                rows=ROW_BLOCK,
+                lse_out=lse.get(i),
+                maps_only=maps_only and i == cfg.n_layers - 1,
+            )
+
+        outputs = []
+        windows: tuple[int | None, ...] = ()
+        causal = False
+        for i, (x, _) in enumerate(self.iter_layers(input_ids, token_type_ids, keep, options=options)):
+            outputs = [x]
+            if progress is not None:
+                progress((i + 1) / cfg.n_layers)
+            if i == 0:
+                inputs = self.prepare(input_ids[:, :1], None, 0, None, None)  # tells causality and windows
+                causal, windows = inputs.causal, inputs.windows
+        stores = {
+            i: LayerStore(
+                queries=caught[i]["queries"][0],
+                keys=caught[i]["keys"][0],
+                lse=lse[i][0],
+                scale=float(attention_module(self.layers[i]).scale),
+                window=windows[i] if windows else None,
+            )
+            for i in sorted(kept)
+        }
+        user = None
+        if keep is not None:
+            k4 = keep if keep.dim() == 4 else keep.view(*([1] * (4 - keep.dim())), *keep.shape)
+            user = torch.broadcast_to(k4, (1, k4.shape[1], T, T))[0, 0]
+        maps = OnDemandMaps(stores, cfg.n_layers, user, causal)
+        hidden = None if maps_only else self.finish(outputs[0])
+        return ForwardResult(last_hidden=hidden, attentions=maps)
+
+
+def attention_module(layer: nn.Module) -> Any:
+    """Return a layer's attention module (the one that names its projections: W_q, W_k, W_v, W_o)."""
+    for sub in layer.modules():
+        if callable(getattr(sub, "projections", None)):
+            return sub
+    raise LookupError("this layer has no attention module with projections()")

@@ -54,6 +54,14 @@ BUDGETS: tuple[Budget, ...] = (
         "attention values (layers · heads · q_pos · k_pos) that Compare, value-weighted or word maps derive from one run",
     ),
     Budget("heavy_slots", 2, "computations", "heavy computations at once per server; others wait for a free slot"),
+    Budget(
+        "max_token_heads",
+        2_500_000,
+        "token-heads",
+        "one long text: tokens × layers × heads (SmolLM2's 270 heads at 8,192 tokens are 2.2 million)",
+    ),
+    Budget("dense_maps_mb", 256, "MB", "every map of one text kept whole below this; above it maps are made on demand"),
+    Budget("max_map_mb", 1024, "MB", "maps made at once from a long text (one head, a block of rows, a window)"),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -88,6 +96,9 @@ class Settings:
     cache_mb: int
     max_derived_values: int
     heavy_slots: int
+    max_token_heads: int
+    dense_maps_mb: int
+    max_map_mb: int
 
     @property
     def max_upload_bytes(self) -> int:

@@ -7,6 +7,8 @@ the cache. Keys are short tuples of strings; no array is ever hashed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from models import Capabilities, Encoder, EncoderOutput, load_encoder, spec_capabilities
@@ -30,6 +32,11 @@ def capabilities(spec: str) -> Capabilities:
     return spec_capabilities(spec)
 
 
+def long_text(sel: Selection) -> bool:
+    """Return whether the selection's text is long enough for maps on demand (no internals, no importance)."""
+    return not model(sel).fits_dense(sel.text, sel.text_b if model(sel).capabilities.pairs else None)
+
+
 def model(sel: Selection) -> Encoder:
     """Return the selection's loaded model."""
     return encoder(sel.model, sel.device, sel.dtype)
@@ -39,10 +46,12 @@ def model(sel: Selection) -> Encoder:
 # ~1 s of every rerun (a slider moved) at 512 tokens on BERT-base. Shared results are never mutated: pages and
 # analyses read them (the same contract as the model). ui.results bounds them, with every other result, by bytes.
 @debug.counted("encode", results.cached)
-def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
-    """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
+def encode(sel: Selection, internals: bool = False, _progress: Callable[[float], None] | None = None) -> EncoderOutput:
+    """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context).
+
+    _progress: told the fraction of layers done while a long text's forward runs (not part of the key)."""
     enc = model(sel)
     text_b = sel.text_b or None if enc.capabilities.pairs else None  # one-text models: the sidebar hides text_b
     # hidden=False: no page reads the last hidden state, so the last layer stops at its attention (~10/12 of
     # that layer's matrix work saved: 14 % of the bundled model's, 7 % of BERT-base's), same maps.
-    return enc.encode(sel.text, text_b, mask=sel.mask, internals=internals, hidden=False)
+    return enc.encode(sel.text, text_b, mask=sel.mask, internals=internals, hidden=False, progress=_progress)

@@ -94,21 +94,25 @@ def _switches(out: Maps) -> tuple[bool, bool]:
     """Draw the two lens switches; return (value-weighted, words). Unavailable lenses are off and say why."""
     file = source.is_file(out)
     cross = source.is_cross(out)
-    if file:
+    long = bool(getattr(out, "on_demand", False))  # a long text's maps are made on demand, never kept whole
+    if file or long:
         st.session_state["weighted"] = False
-    if cross:
+    if cross or long:
         st.session_state["words"] = False
     a, b = st.columns(2)
     w = a.toggle(
         t("lens.weighted"),
         key="weighted",
-        disabled=file,
-        help=t("lens.weighted_needs_model") if file else t("lens.weighted_help"),
+        disabled=file or long,
+        help=t("lens.long") if long else t("lens.weighted_needs_model") if file else t("lens.weighted_help"),
     )
     words = b.toggle(
-        t("lens.words"), key="words", disabled=cross, help=t("lens.words_cross") if cross else t("lens.words_help")
+        t("lens.words"),
+        key="words",
+        disabled=cross or long,
+        help=t("lens.long") if long else t("lens.words_cross") if cross else t("lens.words_help"),
     )
-    return bool(w) and not file, bool(words) and not cross
+    return bool(w) and not (file or long), bool(words) and not (cross or long)
 
 
 def _as_words(out: Maps, attn: np.ndarray, words: Words) -> Maps:

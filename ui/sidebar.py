@@ -34,6 +34,25 @@ MASK_KINDS = ("bidirectional", "causal", "window", "prefix", "chunk")
 CUSTOM_MASK = "composed"
 
 
+def _text_from_file() -> None:
+    """A .txt upload becomes the text (a long one: up to the model's positions), within the text budget."""
+    st.session_state.pop("text_file_error", None)
+    upload = st.session_state.get("text_file")
+    if upload is None:
+        return
+    cap = int(settings.limit("max_text_chars"))
+    raw = upload.getvalue()[: 4 * cap + 4]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        st.session_state["text_file_error"] = t("sidebar.text_file_not_utf8")
+        return
+    if len(text) > cap:
+        st.session_state["text_file_error"] = t("sidebar.text_file_too_long", n=f"{len(text):,}", cap=f"{cap:,}")
+        return
+    st.session_state["text"] = text
+
+
 def _apply_example() -> None:
     key = st.session_state.get("example")
     if key in EXAMPLES:
@@ -203,6 +222,15 @@ def render() -> None:
             on_change=_apply_example,
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
+        st.file_uploader(
+            t("sidebar.text_file"),
+            type=["txt"],
+            key="text_file",
+            on_change=_text_from_file,
+            help=t("sidebar.text_file_help"),
+        )
+        if st.session_state.get("text_file_error"):
+            st.error(st.session_state["text_file_error"])
         caps = _capabilities(state.get("model"))
         if caps.pairs:
             st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
@@ -260,9 +288,15 @@ def output_for(sel: state.Selection, internals: bool = False) -> EncoderOutput |
     enc = encoder_for(sel)
     if enc is None:
         return None
+    place = st.empty()  # a long text's forward fills a progress bar here, layer by layer
+
+    def progress(fraction: float) -> None:
+        place.progress(min(1.0, fraction), text=t("status.encoding_long", pct=f"{100 * fraction:.0f}"))
+
     try:
         with st.spinner(t("status.encoding")):
-            out = cache.encode(sel, internals)
+            out = cache.encode(sel, internals, _progress=progress)
+        place.empty()
     except AttnVizError as err:
         st.error(t("status.encode_failed", reason=md(err)))
         return None

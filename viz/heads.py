@@ -24,8 +24,7 @@ LABEL_COLOURS = {
     "block": "#a6dba0",
     "broad": "#fee08b",
     "heterogeneous": "#e8e8e8",
-    "first": "#fdae61",  # a decoder's attention sink: the place [CLS] holds in an encoder
-    "sink": "#fdae61",  # the same label under the name models.analysis.heads gives it (DECODER_LABELS)
+    "sink": "#fdae61",  # a causal model's attention sink: the place [CLS] holds in an encoder
     "induction": "#66c2a5",
 }
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..encoder import EncoderOutput
+from ..maps import ROW_BLOCK, OnDemandMaps, pool_block, pool_factor
 from ..tokens import byte_level_to_text, display_tokens
 
 # Label thresholds (Clark et al.): a share above these makes the head that kind of head.
@@ -141,6 +142,81 @@ def row_entropy(p: torch.Tensor) -> torch.Tensor:
     return torch.special.entr(p).sum(-1)
 
 
+Terms = dict[str, tuple[torch.Tensor, torch.Tensor]]  # name → (Σ_rows value·weight, Σ_rows weight), (B, L, H)
+
+
+def row_terms(attn: torch.Tensor, roles: Roles, r0: int = 0) -> Terms:
+    """Return, per statistic, the sums over some query rows of (value × weight) and of the weights, (B, L, H).
+
+    attn: (batch, layers, heads, rows, k_pos), the query rows r0 … r0 + rows − 1 of the maps (all rows, r0 = 0,
+    for a short input; a block of them for a long one, models.maps). Every statistic of STATS is a weighted mean
+    over query rows, so sums over blocks of rows added up give exactly the statistic of the whole map.
+    """
+    B, L, H, R, K = attn.shape  # batch, layers, heads, rows, k_pos
+    attn = attn.float()
+    dev = attn.device
+    i = torch.arange(r0, r0 + R, device=dev)  # the rows' own positions
+    real = roles.real.to(attn.dtype)  # (B, K)
+    rows_real = real[:, r0 : r0 + R]  # (B, R)
+    after_first = rows_real * (i >= 1)  # rows i ≥ 1 (row 0 of a causal map can only see itself)
+    seg_a = roles.real & (roles.segment == 0)
+    seg_b = roles.real & (roles.segment == 1)
+
+    def at(cols: torch.Tensor) -> torch.Tensor:  # A[i, cols[i]] for each row, (B, L, H, R)
+        idx = cols.clamp(0, K - 1).view(1, 1, 1, R, 1).expand(B, L, H, R, 1)
+        return attn.gather(-1, idx)[..., 0]
+
+    rows_entropy = row_entropy(attn)  # (B, L, H, R)
+    # Shares of attention that land on classes of keys, in one matmul: (B, L, H, R, K) @ (B, 1, 1, K, m).
+    key_classes = torch.stack([roles.sep, roles.punct, seg_a, seg_b], dim=-1).to(attn.dtype)  # (B, K, 4)
+    shares = attn @ key_classes[:, None, None]  # (B, L, H, R, 4)
+    pos = torch.arange(K, device=dev, dtype=attn.dtype)
+    dist = (i[:, None].to(attn.dtype) - pos[None, :]).abs()  # (R, K) |i − j|
+    next_real = torch.zeros_like(rows_real)
+    has_next = (i + 1) < K
+    next_real[:, has_next] = real[:, (i + 1)[has_next]]  # the next position is a real token
+    seen = (i + 1).clamp_min(2).to(attn.dtype)  # a causal row i sees i + 1 keys
+    parts: dict[str, tuple[torch.Tensor, torch.Tensor]] = {
+        "entropy": (rows_entropy, rows_real),
+        "cls": (attn[..., 0], rows_real),
+        "sep": (shares[..., 0], rows_real),
+        "punct": (shares[..., 1], rows_real),
+        "self": (at(i), rows_real),
+        # Neighbours: A[i, i − 1] for rows i ≥ 1; A[i, i + 1] where the next position is a real token.
+        "prev": (at(i - 1), after_first),
+        "next": (at(i + 1), next_real),
+        "confidence": (attn.amax(-1), rows_real),
+        "distance": ((attn * dist).sum(-1), rows_real),
+        # Block: each sentence's queries keep > 0.8 of their attention inside their own sentence.
+        "within_a": (shares[..., 2], seg_a[:, r0 : r0 + R].to(attn.dtype)),
+        "within_b": (shares[..., 3], seg_b[:, r0 : r0 + R].to(attn.dtype)),
+        # First token, from the rows after it: row 0 of a causal map can only see itself, so it says nothing.
+        "first": (attn[..., 0], after_first),
+        # A causal row i sees i + 1 keys: normalise each row by its own ln(i + 1), rows i ≥ 1 (METRICS.md).
+        "entropy_norm_causal": (rows_entropy / torch.log(seen), after_first),
+        "cls_entropy": (rows_entropy, (i == 0).to(attn.dtype).expand(B, R)),  # the [CLS] row alone
+    }
+    return {k: ((v * w[:, None, None, :]).sum(-1), w.sum(-1)[:, None, None]) for k, (v, w) in parts.items()}
+
+
+def add_terms(a: Terms | None, b: Terms) -> Terms:
+    """Return the sums of two blocks' terms (a None: b)."""
+    if a is None:
+        return b
+    return {k: (a[k][0] + b[k][0], a[k][1] + b[k][1]) for k in b}
+
+
+def finish_terms(terms: Terms, roles: Roles) -> dict[str, torch.Tensor]:
+    """Return each statistic of STATS per sentence and head, (batch, layers, heads), plus 'cls_entropy'."""
+    mean = {k: num / den.clamp_min(1) for k, (num, den) in terms.items()}
+    n = roles.real.to(mean["entropy"].dtype).sum(-1)  # (B,) real tokens per sentence
+    log_n = torch.log(n.clamp_min(2))[:, None, None]
+    block = torch.where(roles.pair[:, None, None], torch.minimum(mean["within_a"], mean["within_b"]), torch.nan)
+    out = {k: v for k, v in mean.items() if k not in ("within_a", "within_b")}
+    out.update(entropy_norm=mean["entropy"] / log_n, block=block)
+    return out
+
+
 def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     """Return each statistic of STATS per sentence and head, (batch, layers, heads), plus 'cls_entropy'.
 
@@ -148,61 +224,7 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
     are dropped. 'block' is NaN for items that are not sentence pairs. 'cls_entropy' is the entropy of the
     [CLS] row alone (Clark et al.'s "entropy of attention from [CLS]"), in nats.
     """
-    B, L, H, T, _ = attn.shape  # batch, layers, heads, q_pos, k_pos
-    attn = attn.float()
-    real = roles.real.to(attn.dtype)  # (B, T)
-    n = real.sum(-1)  # (B,) real tokens per sentence
-    row_w = real[:, None, None, :]  # (B, 1, 1, T): weight of each query row
-
-    def row_mean(x: torch.Tensor, w: torch.Tensor = row_w) -> torch.Tensor:  # (B, L, H, q) → (B, L, H)
-        return (x * w).sum(-1) / w.sum(-1).clamp_min(1)
-
-    rows_entropy = row_entropy(attn)  # (B, L, H, T)
-    entropy = row_mean(rows_entropy)
-    log_n = torch.log(n.clamp_min(2))[:, None, None]
-
-    # Shares of attention that land on classes of keys, in one matmul: (B, L, H, T, T) @ (B, 1, 1, T, m).
-    seg_a = roles.real & (roles.segment == 0)
-    seg_b = roles.real & (roles.segment == 1)
-    key_classes = torch.stack([roles.sep, roles.punct, seg_a, seg_b], dim=-1).to(attn.dtype)  # (B, T, 4)
-    shares = attn @ key_classes[:, None, None]  # (B, L, H, T, 4)
-
-    # Neighbours: diagonal(-1)[i-1] = A[i, i-1] for i ≥ 1; diagonal(1)[i] = A[i, i+1] for i ≤ n-2.
-    nb_w = real[:, None, None, 1:]  # row i ≥ 1 is real / row i+1 is real
-    prev = row_mean(attn.diagonal(-1, -2, -1), nb_w)
-    nxt = row_mean(attn.diagonal(1, -2, -1), nb_w)
-
-    pos = torch.arange(T, device=attn.device, dtype=attn.dtype)
-    dist = (pos[:, None] - pos[None, :]).abs()  # (T, T) |i − j|
-    distance = row_mean((attn * dist).sum(-1))
-
-    # Block: each sentence's queries keep > 0.8 of their attention inside their own sentence.
-    within_a = row_mean(shares[..., 2], seg_a.to(attn.dtype)[:, None, None, :])
-    within_b = row_mean(shares[..., 3], seg_b.to(attn.dtype)[:, None, None, :])
-    block = torch.where(roles.pair[:, None, None], torch.minimum(within_a, within_b), torch.nan)
-
-    # First token, from the rows after it: row 0 of a decoder can only see itself, so it says nothing.
-    first = row_mean(attn[..., 1:, 0], nb_w)
-    # A decoder's row i sees i + 1 keys: normalise each row by its own ln(i + 1), rows i ≥ 1 (METRICS.md).
-    seen = torch.arange(2, T + 1, device=attn.device, dtype=attn.dtype)  # i + 1 for i = 1 … T-1
-    entropy_norm_causal = row_mean(rows_entropy[..., 1:] / torch.log(seen), nb_w)
-
-    return {
-        "first": first,
-        "entropy_norm_causal": entropy_norm_causal,
-        "entropy": entropy,
-        "entropy_norm": entropy / log_n,
-        "cls": row_mean(attn[..., 0]),
-        "sep": row_mean(shares[..., 0]),
-        "punct": row_mean(shares[..., 1]),
-        "self": row_mean(attn.diagonal(0, -2, -1)),
-        "prev": prev,
-        "next": nxt,
-        "confidence": row_mean(attn.amax(-1)),
-        "distance": distance,
-        "block": block,
-        "cls_entropy": rows_entropy[..., 0],
-    }
+    return finish_terms(row_terms(attn, roles), roles)
 
 
 def label_heads(
@@ -563,6 +585,9 @@ class HeadReport:
     causal: bool = False  # a causal model's maps: DECODER_LABELS and DECODER_COLUMNS
     group: int = 1  # query heads per key/value head (grouped-query attention); 1 for multi-head attention
     induction: np.ndarray | None = None  # (layers, heads) induction scores (causal models, when computed)
+    # Redundancy of a long text is computed on mean-pooled maps: `pooled` tokens per cell along each axis (1 =
+    # every token; js, cosine and rows are then per pooled row). The statistics above are always exact.
+    pooled: int = 1
 
     @property
     def kind(self) -> str:
@@ -743,6 +768,8 @@ def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> Hea
         raise ValueError("analyse() takes one input; use models.analysis.corpus for many")
     dev = torch.device(device) if device is not None else torch.device("cpu")
     roles = Roles.of_output(out, dev)
+    if isinstance(out.attentions, OnDemandMaps):
+        return _analyse_on_demand(out, out.attentions, roles)
     acc = Accumulator(out.n_layers, out.n_heads, with_cka=False)
     acc.add(out.attentions[None].to(dev), roles)
     cka = cka_matrix(out.context.to(dev), out.padding.to(dev)) if out.context is not None else None
@@ -750,6 +777,75 @@ def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> Hea
     report = acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka, causal=out.capabilities.causal)
     caps = out.capabilities
     return replace(report, group=caps.group_size) if caps.grouped and caps.heads == out.n_heads else report
+
+
+POOL = 256  # a long text's redundancy: each head's map mean-pooled to at most POOL × POOL cells
+
+
+def _analyse_on_demand(out: EncoderOutput, maps: OnDemandMaps, roles: Roles) -> HeadReport:
+    """Return the HeadReport of a long text whose maps are made on demand: one pass over blocks of query rows,
+    layer by layer, never a whole layer's maps at once.
+
+    The statistics stream (row_terms over each block, added up: exactly the dense figures). Redundancy (JS,
+    cosine) is computed on each head's map mean-pooled to at most POOL × POOL cells (keys summed, queries
+    averaged per cell, so pooled rows are still distributions), and the report says so (`pooled`); CKA, which
+    needs every head's output, is NaN.
+    """
+    L, H, T, K = maps.shape
+    f = pool_factor(T, K, POOL)
+    qb, kb = -(-T // f), -(-K // f)
+    step = max(f, (ROW_BLOCK // f) * f)
+    terms: Terms | None = None
+    pooled = torch.zeros(L, H, qb, kb, dtype=torch.float32)
+    for layer in range(L):
+        layer_terms: Terms | None = None
+        for r0 in range(0, T, step):
+            r1 = min(T, r0 + step)
+            block = maps.rows(layer, r0, r1)  # (H, R, K)
+            layer_terms = add_terms(layer_terms, row_terms(block[None, None].to(roles.real.device), roles, r0))
+            pooled[layer, :, r0 // f : r0 // f + -(-(r1 - r0) // f)] = pool_block(block.cpu(), f, "mean")
+        assert layer_terms is not None
+        # One layer's terms are (1, 1, H): lay the layers side by side.
+        terms = (
+            layer_terms
+            if terms is None
+            else {
+                k: (torch.cat([terms[k][0], v[0]], 1), torch.cat([terms[k][1], v[1]], 1))
+                for k, v in layer_terms.items()
+            }
+        )
+    assert terms is not None
+    stats = {k: v[0, :].cpu().numpy().astype(np.float64) for k, v in finish_terms(terms, roles).items()}
+    cls_entropy = stats.pop("cls_entropy")
+    causal = out.capabilities.causal
+    if causal:
+        stats["entropy_norm"] = stats["entropy_norm_causal"]
+    flat = pooled.reshape(L * H, qb * kb)
+    js = js_parts(flat, torch.full((qb * kb,), float(kb))).matrix().cpu().numpy()
+    cosine = cosine_from_gram(cosine_gram(flat)).cpu().numpy()
+    coords, stress = mds(js / max(qb, 1))
+    caps = out.capabilities
+    return HeadReport(
+        model=out.model,
+        n_layers=L,
+        n_heads=H,
+        sentences=1,
+        rows=qb,
+        pairs=bool(roles.pair.any()),
+        stats={k: v for k, v in stats.items()},
+        cls_entropy=cls_entropy,
+        labels=label_heads(stats, pairs=bool(roles.pair.any()), causal=causal),
+        js=js,
+        cosine=cosine,
+        cka=np.full((L * H, L * H), np.nan),
+        tokens=list(out.tokens),
+        order=cluster_order(js),
+        coords=coords,
+        stress=stress,
+        causal=causal,
+        group=caps.group_size if caps.grouped and caps.heads == H else 1,
+        pooled=f,
+    )
 
 
 def analyse_maps(

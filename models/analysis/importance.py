@@ -23,8 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..attention import Options
 from ..encoder import Encoder, EncoderOutput
-from ..gpt2 import GPT2Model
 
 MASK_EVERY = 7  # every 7th maskable token per copy: ≈ 15 % masked, as in BERT's pre-training
 MEASURES = {
@@ -219,7 +219,7 @@ def next_token_targets(batch: Batch) -> torch.Tensor:
 
 def _head_logits(encoder: Encoder, hidden: torch.Tensor) -> torch.Tensor:
     """Return float32 logits of the model's own head: GPT-2's LM head, or BERT's masked-LM head."""
-    if isinstance(encoder.model, GPT2Model):
+    if encoder.capabilities.lm_head == "next_token":
         return encoder.model.logits(hidden.to(encoder.dtype)).float()
     return encoder.mlm_head(hidden.to(encoder.dtype)).float()  # type: ignore[misc]
 
@@ -272,8 +272,11 @@ def ablation_effects(encoder: Encoder, batch: Batch) -> torch.Tensor:
             gates = torch.ones(len(idx), H, device=encoder.device)
             gates[torch.arange(len(idx)), head[part]] = 0.0
             x = layer_inputs[layer][idx]
+            # The model's own per-forward masks (and rotary tables): the layers below run as in its forward.
+            inputs = encoder.model.prepare(sub.input_ids, sub.keep, 0, None, None)
             for i in range(layer, c.n_layers):
-                x, _ = encoder.model.layers[i](x, sub.keep, gates if i == layer else None)
+                opts = Options(head_gates=gates if i == layer else None)
+                x, _ = encoder.model.layers[i](x, inputs.keeps[i], opts, inputs)
             delta = (_float(encoder.model.finish(x)) - base[idx]).norm(
                 dim=-1
             ) * sub.real  # (copies, T); padded tokens count 0

@@ -18,18 +18,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import settings
 from ..analysis.norms import check_budget, value_weighted
 from ..analysis.words import word_groups
 from ..weights import load_encoder
 from .check_mask import export_mask
-from .common import EXIT_OK, UsageError, add_model_args, add_text_args, write_file
+from .common import EXIT_OK, UsageError, add_model_args, add_text_args, id_list, text_of, write_file
 
-HELP = "run the encoder and write tokens, attentions and hidden states"
+HELP = "run the model and write tokens, attentions and hidden states"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
-    add_text_args(p)
+    add_text_args(p, text_file=True)
+    p.add_argument("--layers", default=None, help="comma list of layers to write, e.g. 0,29 or 3-5 (default all)")
+    p.add_argument("--heads", default=None, help="comma list of heads to write (default all)")
     p.add_argument(
         "--mask",
         default=None,
@@ -54,30 +57,50 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.json and not args.out:
         raise UsageError("export: --out FILE.npz is required (or --json to print JSON)")
+    text = text_of(args)
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
-    mask = export_mask(enc, args.text, args.text_b, args.mask, args.convention)
-    out = enc.encode(args.text, args.text_b, mask=mask, internals=args.norms)
+    c = enc.config
+    layers = id_list(args.layers, c.n_layers, "layers")
+    heads = id_list(args.heads, c.n_heads, "heads")
+    mask = export_mask(enc, text, args.text_b, args.mask, args.convention)
+    # --norms needs the values of every layer (internals: the maps are then kept whole, never on demand)
+    out = enc.encode(text, args.text_b, mask=mask, layers=layers, internals=args.norms)
     for note in out.notes:
         print(f"warning: {note}", file=sys.stderr)
+    L = list(range(c.n_layers)) if layers is None else layers
+    H = list(range(c.n_heads)) if heads is None else heads
+    T = out.seq
+    settings.require(
+        "max_map_mb",
+        -(-4 * len(L) * len(H) * T * T // (1 << 20)),
+        f"the maps of {len(L)} layers × {len(H)} heads at {T} tokens (choose fewer with --layers and --heads)",
+    )
+    attn = np.empty((len(L), len(H), T, T), dtype=np.float32)  # (layers, heads, q_pos, k_pos): only those asked
+    for a, layer in enumerate(L):
+        for b, head in enumerate(H):
+            attn[a, b] = out.attentions[layer, head].numpy()
     arrays: dict[str, Any] = {  # Any: numpy's stub would read a value as savez's allow_pickle flag
         "tokens": np.array(out.tokens, dtype=str),  # unicode array: loads with allow_pickle=False
         "token_type_ids": out.token_type_ids.numpy().astype(np.int64),
-        "attentions": out.attentions.numpy().astype(np.float32),  # (layers, heads, q_pos, k_pos)
+        "attentions": attn,
         "mask": out.keep.numpy().astype(bool),  # (q_pos, k_pos), True = may attend
     }
+    if layers is not None or heads is not None:  # which layers and heads the attentions hold
+        arrays["layer_ids"] = np.array(L, dtype=np.int64)
+        arrays["head_ids"] = np.array(H, dtype=np.int64)
     if out.hidden_states is not None:  # encode() computes it by default
         arrays["hidden_states"] = out.hidden_states.numpy().astype(np.float32)  # (seq, d_model)
     lists: dict[str, Any] = {}  # JSON only: lists of lists that NPZ cannot hold as one array
     if args.norms:
         vw = value_weighted(enc, out)
-        arrays["norms"] = vw.norms  # (layers, heads, q_pos, k_pos) float32
-        arrays["output_norm"] = vw.output_norm.astype(np.float32)  # (layers, heads)
+        arrays["norms"] = vw.norms[np.ix_(L, H)]  # (layers, heads, q_pos, k_pos) float32, the layers/heads asked
+        arrays["output_norm"] = vw.output_norm[np.ix_(L, H)].astype(np.float32)  # (layers, heads)
     if args.words:
         check_budget(out, "word maps of this text")
         words = word_groups(out.tokens, out.capabilities.token_display, enc.tokenizer.all_special_tokens)
         arrays["words"] = np.array(words.words, dtype=str)
         arrays["word_of_token"] = words.word_of()  # (seq,) int64: the word each token belongs to
-        arrays["word_attentions"] = np.stack([words.merge(out.attentions[la].numpy()) for la in range(out.n_layers)])
+        arrays["word_attentions"] = words.merge(attn)  # (layers, heads, words, words)
         if args.norms:
             arrays["word_norms"] = words.merge(arrays["norms"])
         lists["word_tokens"] = [[out.tokens[i] for i in g] for g in words.groups()]
@@ -96,6 +119,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         write_file(Path(args.out), lambda f: np.savez_compressed(f, **arrays))
     if args.out:
-        L, H, T, _ = arrays["attentions"].shape
-        print(f"wrote {args.out}: {T} tokens, attentions ({L}, {H}, {T}, {T})", file=sys.stderr)
+        print(f"wrote {args.out}: {T} tokens, attentions {tuple(attn.shape)}", file=sys.stderr)
     return EXIT_OK

@@ -29,7 +29,7 @@ from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..files import read_user_file
 from ..weights import load_encoder
-from .common import add_model_args
+from .common import add_model_args, text_of
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
 
@@ -42,6 +42,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the sentence to analyse")
+    src.add_argument(
+        "--text-file", help="one long text from a UTF-8 file (up to the model's positions; maps made on demand)"
+    )
     src.add_argument("--file", help="a UTF-8 text file, one sentence per line (A<TAB>B for a sentence pair)")
     src.add_argument(
         "--attentions",
@@ -77,7 +80,16 @@ def run(args: argparse.Namespace) -> int:
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []
     if lines is None:
-        out = enc.encode(args.text, args.text_b, mask=args.mask, internals=True)
+        text = text_of(args)
+        # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
+        internals = enc.fits_dense(text, args.text_b)
+        out = enc.encode(text, args.text_b, mask=args.mask, internals=internals, hidden=internals)
+        if not internals:
+            notes.append(
+                f"{out.seq} tokens: maps made on demand; statistics are exact, redundancy on maps pooled "
+                "to 256 × 256 cells, no CKA and no importance"
+            )
+            args.no_importance = True
         notes += out.notes
         report = analyse(out, enc.device)
         if enc.capabilities.causal:

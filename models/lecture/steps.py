@@ -15,10 +15,12 @@ values and W_o, and counts the parameters of both.
 
 from __future__ import annotations
 
+import ast
 import copy
 import inspect
 import linecache
 import math
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +28,7 @@ import torch
 from torch import nn
 
 from ..analysis.heads import row_entropy
-from ..attention import HOOK_POINTS, Options, Site, StepRecorder, attend, repeat_kv
+from ..attention import HOOK_POINTS, Options, Site, StepRecorder, attend_rows, repeat_kv
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
 from ..rotary import apply_rotary, rotary_tables
@@ -157,16 +159,18 @@ def _where(site: Site) -> str:
 
 
 def _function_source(site: Site) -> str:
-    """Return the source of the function the site's line is in (dedented), read from the file that ran."""
-    lines = linecache.getlines(site.filename)
-    start = site.lineno - 1
-    while start > 0 and not lines[start].lstrip().startswith("def "):
-        start -= 1
-    indent = len(lines[start]) - len(lines[start].lstrip())
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent):
-        end += 1
-    return inspect.cleandoc("".join(lines[start:end]))
+    """Return the source of the innermost function that holds the site's line, read from the file that ran."""
+    text = "".join(linecache.getlines(site.filename))
+    best: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
+            if node.lineno <= site.lineno <= node.end_lineno and (best is None or node.lineno > best.lineno):
+                best = node
+    if best is None:
+        return _statement(site)
+    start = min([best.lineno, *(d.lineno for d in getattr(best, "decorator_list", []))])
+    lines = text.splitlines()[start - 1 : getattr(best, "end_lineno", start)]
+    return textwrap.dedent("\n".join(lines))
 
 
 def _statement(site: Site) -> str:
@@ -210,7 +214,9 @@ def run_layer(encoder: Encoder, out: EncoderOutput, layer: int) -> tuple[StepRec
     assert out.layer_inputs is not None  # _check_indices raised otherwise
     module = _layer_on_cpu(encoder, layer)
     ids = out.input_ids[None]  # (1, seq)
-    keep = out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos): the mask the model applied
+    # The mask the model applied (None when it hid nothing, as the model then had none): its causal part the model
+    # makes again itself, and ANDs in.
+    keep = None if bool(out.keep.all()) else out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos)
     # The model's own per-forward preparation (its masks per kind of layer, rotary tables), on the CPU.
     inputs = encoder.model.prepare(ids, keep, 0, None, None)
     rec = StepRecorder()
@@ -250,7 +256,7 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
             if key in OPTIONAL:
                 continue
             if key == "mask":  # no mask for this input: the line is there, it did not run
-                site = _static_site(attend, "masked")
+                site = _static_site(attend_rows, "masked")
                 steps.append(
                     Step(
                         key,

@@ -36,7 +36,7 @@ class _Planted:
 
 def test_a_planted_induction_head_scores_one(gpt2_tiny):
     fake = SimpleNamespace(
-        is_decoder=True,
+        capabilities=gpt2_tiny.capabilities,
         model=_Planted(gpt2_tiny.model),
         tokenizer=gpt2_tiny.tokenizer,
         config=gpt2_tiny.config,

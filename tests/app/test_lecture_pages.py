@@ -87,11 +87,12 @@ def test_inside_a_head_shows_every_step_with_its_shape_and_reproduces_the_encode
     # MiniLM, 16 tokens: Q/K/V of all heads are (1, 12, 16, 32), the scores (1, 12, 16, 16).
     for shape in ("(1, 16, 384)", "(1, 16, 12, 32)", "(1, 12, 16, 32)", "(1, 12, 16, 16)"):
         assert f"`{shape}`" in shown, shape
-    assert "torch.softmax(masked, dim=-1)" in shown and "contiguous().view(B, T, C)" in shown
+    # The lines shown are the model's own, read from the running source.
+    assert "torch.softmax(scores, dim=-1, dtype=torch.float32" in shown and ".contiguous().view(B, T, -1)" in shown
     assert len(at.subheader) == 12  # 11 steps + one head vs many
     check = at.success[0].value
     numbers = [float(x) for x in re.findall(r"\d\.\d+e-\d+|\b0\b", check)]
-    assert len(numbers) == 3 and max(numbers) <= 1e-5, check
+    assert len(numbers) == 4 and max(numbers) <= 1e-5, check
     assert "591,360" in shown  # 4·384² + 4·384 parameters, both ways
 
 
@@ -218,11 +219,14 @@ def test_stale_or_broken_url_values_are_clamped():
     assert any("Step 1 of 13" in m.value for m in at.markdown)
 
 
-def test_inside_a_head_says_feature_major_only_under_transposed_source_lines():
-    # The encoder's lines for the layer's input, the mask and the softmax hold the tutorial's own layout; the
-    # other eight hold Qᵀ, Kᵀ, Vᵀ or (probs·V)ᵀ, and only those get the caption that says so.
+def test_inside_a_head_names_the_file_and_line_of_every_step():
+    """Each step's caption says where its line lives: the encoder's own file, or the attention core every family
+    shares; the whole function is one click away."""
     at = open_page("inside")
-    captions = [str(c.value) for c in at.caption]
-    plain, transposed = translate("en", "inside.source"), translate("en", "inside.source_transposed")
-    assert plain != transposed
-    assert captions.count(plain) == 3 and captions.count(transposed) == 8, captions
+    captions = [str(c.value) for c in at.caption if "models/" in str(c.value)]
+    assert len(captions) == 11, captions
+    assert (
+        sum("models/bert.py:" in c for c in captions) >= 5 and sum("models/attention.py:" in c for c in captions) >= 4
+    )
+    assert any("(it did not run" in c for c in captions)  # one sentence, no mask: the mask line is shown idle
+    assert len([e for e in at.expander if "The whole function" in str(e.label)]) == 11

@@ -221,7 +221,7 @@ def test_smollm2_matches_transformers_on_the_gguf_weights(smollm2):
     assert (ours_logits - logits).abs().max() <= LOGIT_TOL
     # A trained model: most layers park their spare attention on the first token (the sink).
     sink = out.attentions[:, :, 1:, 0].mean(dim=(1, 2))  # (layers,)
-    assert float(sink.min()) > 0.1 and float(sink.mean()) > 0.5
+    assert float(sink.mean()) > 0.5 and int((sink > 0.4).sum()) >= 20, sink
 
 
 def test_smollm2_continues_the_capital_of_france_as_transformers_does(smollm2):

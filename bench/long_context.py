@@ -1,0 +1,169 @@
+"""Long contexts with the bundled SmolLM2-135M: memory of `export` and `stats`, and our forward against SDPA.
+
+    python bench/long_context.py                       # 1,024 / 2,048 / 4,096 / 8,192 tokens on the CPU
+    python bench/long_context.py --lengths 4096 --skip-stats
+    python bench/long_context.py --device cuda --lengths 8192,16384   # where a GPU is lent (positions permitting)
+
+For each length, in one run:
+- peak resident memory of `python -m models export --layers 29 --heads 0 --text-file …` and of
+  `python -m models stats --text-file … --json`, each a fresh process, read from the kernel (ru_maxrss of the
+  child: its own high-water mark);
+- the time of our forward that keeps everything any map needs later (models.maps: rows in blocks, queries, keys
+  and log-sum-exps kept) ÷ transformers' plain forward with SDPA attention and no attentions returned, same
+  weights, same ids, alternating in one process;
+- the dense maps that forward avoided holding: layers · heads · seq² · 4 bytes (the formula), beside what it kept.
+Targets (CPU): export ≤ 2 GB at 4,096 and ≤ 3 GB at 8,192; stats ≤ 3 GB at 4,096; forward ≤ 1.5× SDPA at 4,096.
+Writes bench/results/long_context.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from bench.results import save
+from bench.timing import alternate
+from models import load_model
+from models.weights import bundled_decoder_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = {"export": {4096: 2.0, 8192: 3.0}, "stats": {4096: 3.0}, "forward": {4096: 1.5}}  # GB, GB, ratio
+PARAGRAPH = (
+    "Attention lets every token look at every other token. In a decoder each token sees only the tokens before "
+    "it, and the first token often collects the attention nobody else needs. Heads that copy what came after an "
+    "earlier occurrence of the current token are called induction heads; they appear in long texts. "
+)
+
+
+def text_file(tokenizer, n_tokens: int, folder: Path) -> Path:
+    """Write a text of exactly n_tokens tokens and return its path."""
+    ids = tokenizer(PARAGRAPH * (n_tokens // 40 + 2), add_special_tokens=False)["input_ids"][:n_tokens]
+    path = folder / f"text-{n_tokens}.txt"
+    path.write_text(tokenizer.decode(ids), encoding="utf-8")
+    return path
+
+
+def peak_of(argv: list[str]) -> tuple[float, float, int]:
+    """Return (peak resident GB, seconds, exit code) of a fresh `python -m models …` process: its own high-water
+    mark, from the kernel's accounting of that child alone (os.wait4)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "models", *argv],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    )
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode("utf-8", "replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - t0
+    if proc.returncode:
+        print(f"  {' '.join(argv[:3])} …: exit {proc.returncode}: {err.strip()[-300:]}")
+    return usage.ru_maxrss / 2**20, seconds, proc.returncode  # ru_maxrss is in kB on Linux
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lengths", default="1024,2048,4096,8192")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--skip-stats", action="store_true", help="leave out the stats process (the slowest part)")
+    args = ap.parse_args()
+
+    from transformers import LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    ours = load_model("smollm2", device=args.device)
+    theirs = LlamaForCausalLM.from_pretrained(str(bundled_decoder_dir()), attn_implementation="sdpa")
+    theirs = theirs.to(ours.device).eval()
+    c = ours.config
+    print(
+        f"SmolLM2-135M: {c.n_layers} layers × {c.n_heads} heads ({c.n_kv_heads} key/value), device {ours.device}, "
+        f"threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{'tokens':>6} {'export GB':>9} {'stats GB':>8} {'ours ms':>9} {'SDPA ms':>9} {'ratio':>6} "
+        f"{'kept MB':>8} {'dense GB avoided':>16}"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [int(x) for x in args.lengths.split(",")]:
+            path = text_file(ours.tokenizer, n, Path(tmp))
+            ids = torch.tensor(
+                [ours.tokenizer(path.read_text(encoding="utf-8"), add_special_tokens=False)["input_ids"]]
+            )
+            ids = ids[:, :n].to(ours.device)
+            export_gb, export_s, export_rc = peak_of(
+                ["export", "--model", "smollm2", "--text-file", str(path), "--layers", str(c.n_layers - 1),
+                 "--heads", "0", "--out", str(Path(tmp) / "one-head.npz"), "--device", args.device]
+            )  # fmt: skip
+            stats_gb = stats_s = None
+            if not args.skip_stats:
+                stats_gb, stats_s, _ = peak_of(
+                    ["stats", "--model", "smollm2", "--text-file", str(path), "--json", "--no-importance",
+                     "--out", str(Path(tmp) / "stats.json"), "--device", args.device]
+                )  # fmt: skip
+
+            def run_ours(ids=ids):
+                with torch.inference_mode():
+                    return ours.model(ids, on_demand=True, maps_only=True).attentions
+
+            def run_theirs(ids=ids):
+                with torch.inference_mode():
+                    return theirs.model(input_ids=ids).last_hidden_state
+
+            maps = run_ours()
+            mo, mt = alternate([run_ours, run_theirs], 1, args.repeats, ours.device)
+            dense_gb = 4 * c.n_layers * c.n_heads * n * n / 2**30
+            row = {
+                "tokens": n,
+                "export_peak_gb": export_gb,
+                "export_seconds": export_s,
+                "export_exit": export_rc,
+                "stats_peak_gb": stats_gb,
+                "stats_seconds": stats_s,
+                "ours_ms": mo,
+                "sdpa_ms": mt,
+                "ratio": mo / mt,
+                "kept_mb": maps.nbytes / 2**20,
+                "dense_gb_avoided": dense_gb,
+            }
+            rows.append(row)
+            stats_txt = f"{stats_gb:>8.2f}" if stats_gb is not None else f"{'–':>8}"
+            print(
+                f"{n:>6} {export_gb:>9.2f} {stats_txt} {mo:>9.0f} {mt:>9.0f} {mo / mt:>6.2f} "
+                f"{maps.nbytes / 2**20:>8.0f} {dense_gb:>16.1f}"
+            )
+            del maps
+    verdicts = []
+    for r in rows:
+        n = r["tokens"]
+        if n in TARGETS["export"]:
+            verdicts.append(f"export at {n}: {r['export_peak_gb']:.2f} GB ≤ {TARGETS['export'][n]} GB: "
+                            f"{'met' if r['export_peak_gb'] <= TARGETS['export'][n] else 'NOT met'}")  # fmt: skip
+        if n in TARGETS["stats"] and r["stats_peak_gb"] is not None:
+            verdicts.append(f"stats at {n}: {r['stats_peak_gb']:.2f} GB ≤ {TARGETS['stats'][n]} GB: "
+                            f"{'met' if r['stats_peak_gb'] <= TARGETS['stats'][n] else 'NOT met'}")  # fmt: skip
+        if n in TARGETS["forward"]:
+            verdicts.append(f"forward at {n}: {r['ratio']:.2f} × SDPA ≤ {TARGETS['forward'][n]}: "
+                            f"{'met' if r['ratio'] <= TARGETS['forward'][n] else 'NOT met'}")  # fmt: skip
+    for v in verdicts:
+        print(v)
+    save("long_context", {"rows": rows, "targets": TARGETS, "verdicts": verdicts, "load_average": os.getloadavg()[0]})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Long texts: maps on demand equal the dense maps and transformers', statistics stream exactly, memory stays
+bounded (no heads · seq² for all layers at once), and the CLI exports chosen layers and heads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models import BudgetError, load_model
+from models.analysis.heads import analyse
+from models.maps import OnDemandMaps
+from tests.conftest import LLAMA_CLASSES, save_llama_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "The cat sat on the mat, and the dog slept by the door; the bird sang. " * 32
+
+
+def _folder(path: Path, model_type: str = "qwen2", positions: int = 8192, **config) -> Path:
+    save_llama_folder(path, model_type, max_position_embeddings=positions, **config)
+    tok_config = path / "tokenizer_config.json"
+    doc = json.loads(tok_config.read_text())
+    doc["model_max_length"] = positions
+    tok_config.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def windowed(tmp_path_factory):
+    """A Qwen2-shaped model with a sliding window on its later layers, long positions."""
+    path = _folder(
+        tmp_path_factory.mktemp("long-qwen2"), use_sliding_window=True, sliding_window=64, max_window_layers=1
+    )
+    return str(path)
+
+
+def test_on_demand_maps_equal_dense_and_transformers(windowed, monkeypatch):
+    import transformers
+
+    enc = load_model(windowed, device="cpu")
+    dense = enc.encode(TEXT, hidden=False)
+    assert not dense.on_demand and dense.seq > 900
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    lazy = enc.encode(TEXT, hidden=False)
+    assert lazy.on_demand and isinstance(lazy.attentions, OnDemandMaps)
+    assert lazy.attentions.nbytes < lazy.attentions.nbytes_dense / 20
+    theirs = getattr(transformers, LLAMA_CLASSES["qwen2"][1]).from_pretrained(windowed, attn_implementation="eager")
+    with torch.no_grad():
+        ref = theirs(input_ids=lazy.input_ids[None].clone(), output_attentions=True).attentions
+    for layer in range(enc.config.n_layers):
+        for head in range(enc.config.n_heads):
+            ours = lazy.attentions[layer, head]
+            assert (ours - dense.attentions[layer, head]).abs().max() <= 1e-6
+            assert (ours - ref[layer][0, head]).abs().max() <= 1e-5
+    # The windowed layers' maps are exact zeros outside their band; rows and windows read the same numbers.
+    far = torch.ones(lazy.seq, lazy.seq, dtype=torch.bool).tril(-64)
+    assert lazy.attentions[2, 1][far].abs().max() == 0
+    window = lazy.attentions[1, 3, 500:600, 450:620]
+    assert torch.equal(window, lazy.attentions.head(1, 3, rows=slice(500, 600), cols=slice(450, 620)))
+    assert (window - dense.attentions[1, 3, 500:600, 450:620]).abs().max() <= 1e-6
+
+
+def test_pooled_tiles_are_the_max_and_the_mass_of_exact_blocks(windowed, monkeypatch):
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    out = load_model(windowed, device="cpu").encode(TEXT, hidden=False)
+    exact = out.attentions[0, 2].numpy()
+    T = exact.shape[0]
+    f = -(-T // 128)
+    pad = np.zeros((-(-T // f) * f, -(-T // f) * f), np.float32)
+    pad[:T, :T] = exact
+    blocks = pad.reshape(pad.shape[0] // f, f, pad.shape[1] // f, f)
+    np.testing.assert_allclose(out.attentions.pooled(0, 2, 128, "max").numpy(), blocks.max(axis=(1, 3)), atol=1e-6)
+    mean = out.attentions.pooled(0, 2, 128, "mean").numpy()
+    np.testing.assert_allclose(mean.sum(-1), 1.0, atol=1e-5)  # pooled rows are still distributions
+
+
+def test_streamed_statistics_equal_the_dense_ones_at_1024_tokens(windowed, monkeypatch):
+    enc = load_model(windowed, device="cpu")
+    text = enc.tokenizer.decode(enc.tokenizer(TEXT * 2)["input_ids"][:1024])
+    dense = analyse(enc.encode(text, hidden=False))
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    out = enc.encode(text, hidden=False)
+    assert out.on_demand and out.seq == 1024
+    streamed = analyse(out)
+    for name, values in dense.stats.items():
+        if np.isnan(values).all():
+            assert np.isnan(streamed.stats[name]).all()
+            continue
+        np.testing.assert_allclose(streamed.stats[name], values, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert (streamed.labels == dense.labels).all()
+    assert streamed.pooled > 1 and np.isnan(streamed.cka).all()  # redundancy from pooled maps, said so
+
+
+def test_a_long_text_is_refused_before_the_forward_when_over_budget(windowed, monkeypatch):
+    enc = load_model(windowed, device="cpu")
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    monkeypatch.setenv("ATTENTION_LENS_MAX_TOKEN_HEADS", "1000")
+    with pytest.raises(BudgetError, match="ATTENTION_LENS_MAX_TOKEN_HEADS"):
+        enc.encode(TEXT)
+    monkeypatch.delenv("ATTENTION_LENS_MAX_TOKEN_HEADS")
+    with pytest.raises(BudgetError, match="internals"):  # the lecture's internals keep every map: not on demand
+        enc.encode(TEXT, internals=True)
+
+
+MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import json, resource, sys
+    import torch
+    from models import load_model
+    from models.analysis.heads import analyse
+    enc = load_model(sys.argv[1], device="cpu")
+    text = enc.tokenizer.decode(enc.tokenizer("The cat sat on the mat, and the dog slept. " * 700)["input_ids"][:4096])
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = enc.encode(text, hidden=False)
+    report = analyse(out)
+    one = out.attentions[3, 7]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seq": out.seq, "on_demand": out.on_demand, "dense": out.attentions.nbytes_dense,
+                      "grew": (peak - base) * 1024, "labels": len(report.labels.ravel())}))
+    """
+)
+
+
+def test_no_path_holds_every_layers_maps_at_4096_tokens(tmp_path):
+    """4 layers × 8 heads at 4,096 tokens: dense maps would be 2 GB; the forward, the statistics and one head's map
+    together must grow the process by far less (measured: the kernel's high-water mark of a fresh process)."""
+    folder = _folder(tmp_path / "wide", "llama", num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(folder)], capture_output=True, text=True, env=env, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["seq"] == 4096 and doc["on_demand"] and doc["labels"] == 32
+    assert doc["dense"] == 4 * 4 * 8 * 4096 * 4096  # 2 GiB
+    assert doc["grew"] < doc["dense"] / 3, doc  # one head's map (64 MiB) and row blocks, never all layers at once
+
+
+def test_cli_exports_chosen_layers_and_heads_of_a_long_text(windowed, tmp_path, monkeypatch):
+    from models.cli import main
+
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    text = tmp_path / "long.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "two.npz"
+    argv = ["export", "--model", windowed, "--text-file", str(text), "--layers", "0,2", "--heads", "3", "--out"]
+    assert main([*argv, str(out)]) == 0
+    d = np.load(out)
+    T = len(d["tokens"])
+    assert d["attentions"].shape == (2, 1, T, T) and d["layer_ids"].tolist() == [0, 2] and d["head_ids"].tolist() == [3]
+    assert d["hidden_states"].shape == (T, 64)
+    np.testing.assert_allclose(d["attentions"].sum(-1), 1.0, atol=1e-5)
+    assert main(["export", "--model", windowed, "--text-file", str(text), "--layers", "9", "--out", str(out)]) == 2
+    assert (
+        main(["stats", "--model", windowed, "--text-file", str(text), "--json", "--out", str(tmp_path / "s.json")]) == 0
+    )
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert len(doc["heads"]) == 12 and doc["kind"] == "decoder"
