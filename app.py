@@ -15,6 +15,7 @@ state.init()
 
 PAGES = [
     st.Page("app_pages/explore.py", title=t("nav.explore"), icon=":material/search:", url_path="explore", default=True),
+    st.Page("app_pages/compare.py", title=t("nav.compare"), icon=":material/compare:", url_path="compare"),
     st.Page("app_pages/heads.py", title=t("nav.heads"), icon=":material/hub:", url_path="heads"),
     st.Page("app_pages/corpus.py", title=t("nav.corpus"), icon=":material/library_books:", url_path="corpus"),
     st.Page("app_pages/masks.py", title=t("nav.masks"), icon=":material/visibility_off:", url_path="masks"),

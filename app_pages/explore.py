@@ -16,7 +16,7 @@ import streamlit as st
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout, rollout_refusal
 from models.attention_file import AttentionMaps
-from ui import controls, debug, long_text, results, source, state
+from ui import controls, debug, lenses, long_text, results, source, state
 from ui.figures import FULL_PX, HALF_PX, HEAD_PX, heatmap_words
 from ui.safe import md
 from ui.sidebar import current_encoder, current_maps
@@ -163,7 +163,7 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
     with st.spinner(t("explore.drawing")):
         started = time.perf_counter()
         mosaic = _mosaic(
-            attn, keep, part, source.result_key(out), st.session_state.get("part", "all"), scale, exclude, group
+            attn, keep, part, lenses.result_key(out), st.session_state.get("part", "all"), scale, exclude, group
         )
         fig = overview_figure(
             mosaic,
@@ -368,7 +368,7 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
         _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
         st.info(t("explore.rollout_skipped", reason=md(refusal)) if refusal else t("source.no_rollout"))
         return [(mean_title, mean_fig)]
-    rolled = _rollout(attn, source.result_key(out))  # (layers, seq, seq)
+    rolled = _rollout(attn, lenses.result_key(out))  # (layers, seq, seq)
     left, right = st.columns(2, gap="medium")
     roll_title = t("explore.rollout_title", layer=layer)
     mean_fig = head_heatmap(
@@ -555,6 +555,8 @@ def main() -> None:
         return
     state.init("explore")
     _facts(out)
+    raw = out
+    out = lenses.apply(out)  # raw, value-weighted or words (ui/lenses.py): the views below draw what comes back
     is_pair = any(out.segments)
 
     # The view picker gets half the row: its four labels stay whole at 1280 px with the sidebar open.
@@ -599,7 +601,8 @@ def main() -> None:
         figures = _head_view(out, attn, keep, part, layer, head)
     else:
         figures = _aggregate_view(out, attn, part, layer)
-    _export(out, attn, figures, layer, head, view or "overview")
+    lenses.side_by_side(raw, layer, head)
+    _export(raw, np.asarray(raw.attentions), figures, layer, head, view or "overview")
 
 
 main()

@@ -2,13 +2,14 @@
 
 import streamlit as st
 
+from models import AttnVizError
 from models.analysis.corpus import is_bert_base
 from models.analysis.heads import HeadReport, analyse, analyse_maps
 from models.analysis.importance import Importance, head_importance, work_estimate
 from models.analysis.induction import induction_scores
 from models.attention_file import AttentionMaps
 from models.maps import pool_factor
-from ui import cache, debug, long_text, results, source, state
+from ui import cache, debug, lenses, long_text, results, source, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -138,11 +139,15 @@ def main() -> None:
         with st.spinner(t("heads.computing_importance")):
             imp = importance(sel)
 
+    try:  # what each head passes on (the value-weighted lens; ui/lenses.py), a column to rank heads by
+        output_norm = lenses.weighted(sel).output_norm
+    except AttnVizError:
+        output_norm = None  # over the derived-maps budget: the table goes without it
     tab = section_tabs()
     with tab["labels"]:
         labels_section(report, heading=False)
     with tab["table"]:
-        table_section(report, imp, heading=False)
+        table_section(report, imp, output_norm, heading=False)
     with tab["redundancy"]:
         redundancy_section(report, "heads", heading=False)
     attn = out.attentions.numpy()

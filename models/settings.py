@@ -52,6 +52,12 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("expr_seconds", 2, "s", "CPU time of one mask expression", low=0.01, integer=False),
     Budget("max_generate", 256, "tokens", "new tokens one generation may add"),
     Budget("cache_mb", 2048, "MB", "all result caches of the app together, evicted by bytes"),
+    Budget(
+        "max_derived_values",
+        80_000_000,
+        "values",
+        "attention values (layers · heads · q_pos · k_pos) that Compare, value-weighted or word maps derive from one run",
+    ),
     Budget("heavy_slots", 2, "computations", "heavy computations at once per server; others wait for a free slot"),
     Budget(
         "max_token_heads",
@@ -107,6 +113,7 @@ class Settings:
     expr_seconds: float
     max_generate: int
     cache_mb: int
+    max_derived_values: int
     heavy_slots: int
     max_token_heads: int
     dense_maps_mb: int

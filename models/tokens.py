@@ -29,6 +29,29 @@ def byte_level_to_text(token: str) -> str:
     return bytes(_CHAR_TO_BYTE[c] for c in token).decode("utf-8", errors="backslashreplace")
 
 
+def token_bytes(token: str, kind: str) -> bytes | None:
+    """Return the UTF-8 bytes one token stands for, or None when it spells no bytes (a special token like <|im_start|>).
+
+    kind: a Capabilities.token_display. Byte-level BPE reads each symbol through GPT-2's byte table (`Ġ` is a
+    space); SentencePiece turns `▁` into a space and `<0xNN>` into that byte; WordPiece drops a leading `##`.
+    The bytes of a character split over tokens (`æ³` + `¨` = 注) are whole only when the tokens are joined.
+    """
+    if kind == "byte_level":
+        if not token or any(c not in _CHAR_TO_BYTE for c in token):
+            return None
+        return bytes(_CHAR_TO_BYTE[c] for c in token)
+    if kind == "sentencepiece":
+        if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+            try:
+                return bytes([int(token[3:5], 16)])
+            except ValueError:
+                return token.encode("utf-8")
+        return token.replace("▁", " ").encode("utf-8")
+    if kind == "wordpiece" and token.startswith("##") and len(token) > 2:
+        return token[2:].encode("utf-8")
+    return token.encode("utf-8")
+
+
 def sentencepiece_to_text(token: str) -> str:
     """Return the text one SentencePiece token stands for: `▁the` → ` the`, `<0x0A>` → a newline."""
     if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):

@@ -113,7 +113,10 @@ def _hover(report: HeadReport) -> np.ndarray:
     return out
 
 
-def table_section(report: HeadReport, importance: Importance | None, heading: bool = True) -> None:
+def table_section(
+    report: HeadReport, importance: Importance | None, output_norm: np.ndarray | None = None, heading: bool = True
+) -> None:
+    """The statistics table; output_norm (layers, heads): each head's mean output norm (value-weighted lens)."""
     if heading:
         st.subheader(t("heads.table.title"))
     s = report.stats
@@ -138,6 +141,8 @@ def table_section(report: HeadReport, importance: Importance | None, heading: bo
         data[t("heads.col.nearest_js")] = close
     if importance is not None:
         data[t("heads.col.importance")] = importance.scores.ravel()
+    if output_norm is not None:
+        data[t("heads.col.output_norm")] = np.asarray(output_norm).ravel()
     df = pd.DataFrame(data)
     pct = st.column_config.NumberColumn(format="%.1f %%")
     config = {t(f"heads.col.{k}"): pct for k in (*report.columns, "block")}
@@ -147,8 +152,11 @@ def table_section(report: HeadReport, importance: Importance | None, heading: bo
     config[t("heads.col.distance")] = st.column_config.NumberColumn(format="%.1f")
     config[t("heads.col.nearest_js")] = st.column_config.NumberColumn(format="%.3f")
     config[t("heads.col.importance")] = st.column_config.NumberColumn(format="%.2f")
+    config[t("heads.col.output_norm")] = st.column_config.NumberColumn(format="%.3f")
     st.dataframe(df, column_config=config, hide_index=True, width="stretch", height=420, key="heads_table")
     st.caption(t("heads.table.caption", rows=report.rows, sentences=report.sentences))
+    if output_norm is not None:
+        st.caption(t("heads.table.output_norm_caption"))
 
 
 def redundancy_section(report: HeadReport, key: str, with_cka: bool = True, heading: bool = True) -> None:

@@ -257,7 +257,12 @@ def current_encoder() -> Encoder | None:
     if source.from_file():
         source.needs_model()
         return None
-    sel = state.selection()
+    return encoder_for(state.selection())
+
+
+def encoder_for(sel: state.Selection) -> Encoder | None:
+    """Return a selection's model (the sidebar's, or a page's second run), held to the operator's list first;
+    on failure show why and return None."""
     try:
         # The operator's list (or a shared server's presets) before anything is looked up on disk or the hub.
         settings.check_model(sel.model, presets=MODEL_CHOICES, shared=shared_server())
@@ -277,11 +282,16 @@ def current_output(internals: bool = False) -> EncoderOutput | None:
     if source.from_file():
         source.needs_model()
         return None
-    sel = state.selection()
+    return output_for(state.selection(), internals)
+
+
+def output_for(sel: state.Selection, internals: bool = False) -> EncoderOutput | None:
+    """Return a selection's EncoderOutput (cached: the sidebar's, or a page's second run), or None after showing a
+    friendly message."""
     if not sel.text:
         st.info(t("status.empty_text"))
         return None
-    enc = current_encoder()
+    enc = encoder_for(sel)
     if enc is None:
         return None
     place = st.empty()  # a long text's forward fills a progress bar here, layer by layer

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -50,6 +51,13 @@ URL: dict[str, UrlKey] = {
     "present": UrlKey(False),  # presentation mode: sidebar hidden, large fonts, one step per screen
     "view": UrlKey("overview", ("overview", "layer", "head", "aggregate"), page="explore"),
     "part": UrlKey("all", PARTS, page="explore"),
+    "weighted": UrlKey(False, page="explore"),  # the value-weighted lens (ui/lenses.py)
+    "words": UrlKey(False, page="explore"),  # the words lens
+    # Compare: run B is the sidebar's run A with these changed ("" = the same as A).
+    "against_model": UrlKey("", page="compare"),
+    "against_text": UrlKey("", page="compare"),
+    "against_mask": UrlKey("", page="compare"),
+    "compare_weighted": UrlKey(False, page="compare"),  # compare value-weighted maps instead of raw attention
 }
 DEFAULTS: dict[str, Any] = {k: u.default for k, u in URL.items()}
 # Long texts stay out of the URL: a link holds their first characters (the sidebar says so).
@@ -97,7 +105,7 @@ def sync_url(page: str | None = None, hidden: tuple[str, ...] = ()) -> None:
     """
     keys = _keys(page)
     wanted = {
-        k: str(st.session_state[k])[: URL_TEXT_CHARS if k in ("text", "text_b") else None]
+        k: str(st.session_state[k])[: URL_TEXT_CHARS if k in ("text", "text_b", "against_text") else None]
         for k in keys
         if k not in hidden and st.session_state.get(k, DEFAULTS[k]) != DEFAULTS[k]
     }
@@ -107,6 +115,20 @@ def sync_url(page: str | None = None, hidden: tuple[str, ...] = ()) -> None:
             if k in st.query_params and k not in wanted:
                 del st.query_params[k]
         st.query_params.update(wanted)
+
+
+def share_url() -> str:
+    """Return the link that reopens this view: the app's address with the current query parameters."""
+    params = {k: st.query_params.get(k) for k in st.query_params}
+    try:
+        base = st.context.url or ""
+    except Exception:  # noqa: BLE001 - no browser context (AppTest, bare mode)
+        base = ""
+    query = urlencode(params)
+    if not base:
+        return f"?{query}" if query else "?"
+    parts = urlsplit(base)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query, ""))
 
 
 class Selection(NamedTuple):

@@ -28,8 +28,9 @@ GAP_INDEX = LEVELS + 1
 MASKED_RGB = (150, 150, 150)
 GAP_RGB = (200, 200, 200)  # light grey grid lines between tiles
 SELECTED = "#e4572e"
-# Colour ∝ √weight shared by all tiles; each tile linear to its own maximum; or log10(weight) from 10⁻⁴ to 1.
-SCALES = ("sqrt", "map", "log")
+# Colour ∝ √weight shared by all tiles; each tile linear to its own maximum; or log10(weight) from 10⁻⁴ to 1;
+# "linear": the values are colour levels already, 0–1 for every tile (viz.compare maps Δ onto them).
+SCALES = ("sqrt", "map", "log", "linear")
 LOG_FLOOR = 1e-4  # the log scale's lowest colour: weights at or below it look the same
 
 

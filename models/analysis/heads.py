@@ -351,6 +351,18 @@ def js_parts(maps: torch.Tensor, n: torch.Tensor, chunk: int | None = None) -> J
     )
 
 
+def paired_js(a: torch.Tensor, b: torch.Tensor, n: int) -> torch.Tensor:
+    """Return the JS divergence between each row of a and the same row of b: (..., q_pos) float64, in nats.
+
+    a, b: (..., q_pos, k_pos) maps of two runs with the same tokens (models.analysis.compare); n: tokens in the
+    sentence, for Clark et al.'s smoothing (SMOOTH), as `js_parts`. Each row's value is in [0, ln 2].
+    """
+    P = a.double() * (1.0 - SMOOTH) + SMOOTH / n
+    Q = b.double() * (1.0 - SMOOTH) + SMOOTH / n
+    M = 0.5 * (P + Q)
+    return (0.5 * (torch.special.xlogy(P, P / M) + torch.special.xlogy(Q, Q / M))).sum(-1).clamp_min(0.0)
+
+
 def js_matrix(attn: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
     """Return Jensen–Shannon divergences between all heads, (layers·heads, layers·heads) float64, in nats.
 

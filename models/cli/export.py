@@ -1,4 +1,11 @@
-"""`python -m models export`: run the encoder and write tokens, attentions, hidden states and the mask."""
+"""`python -m models export`: run the encoder and write tokens, attentions, hidden states and the mask.
+
+--norms adds `norms`, shaped like `attentions` (layers, heads, q_pos, k_pos): α_ij · ‖W_O^h v_j‖, what each key
+really passes on (value-weighted attention, Kobayashi et al. 2020), in the hidden state's units; and `output_norm`
+(layers, heads), the mean norm of each head's output. --words adds the words (sub-tokens merged: `words`, the
+tokens of each as `word_tokens` in JSON and `word_of_token` in NPZ) and `word_attentions` (keys of a word summed,
+its queries averaged: rows still sum to 1), and with --norms `word_norms`. Definitions: docs/METRICS.md.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,8 @@ import numpy as np
 import torch
 
 from .. import settings
+from ..analysis.norms import check_budget, value_weighted
+from ..analysis.words import word_groups
 from ..weights import load_encoder
 from .check_mask import export_mask
 from .common import EXIT_OK, UsageError, add_model_args, add_text_args, id_list, text_of, write_file
@@ -37,6 +46,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", default=None, help="output file (.npz; .json with --json; stdout when omitted with --json)")
     p.add_argument("--json", action="store_true", help="write JSON instead of NPZ")
+    p.add_argument(
+        "--norms", action="store_true", help="add value-weighted attention: norms = α·‖W_O v‖, shaped like attentions"
+    )
+    p.add_argument(
+        "--words", action="store_true", help="add the words (sub-tokens merged) and the maps merged to words"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     layers = id_list(args.layers, c.n_layers, "layers")
     heads = id_list(args.heads, c.n_heads, "heads")
     mask = export_mask(enc, text, args.text_b, args.mask, args.convention)
-    out = enc.encode(text, args.text_b, mask=mask, layers=layers)
+    # --norms needs the values of every layer (internals: the maps are then kept whole, never on demand)
+    out = enc.encode(text, args.text_b, mask=mask, layers=layers, internals=args.norms)
     for note in out.notes:
         print(f"warning: {note}", file=sys.stderr)
     L = list(range(c.n_layers)) if layers is None else layers
@@ -74,12 +90,27 @@ def run(args: argparse.Namespace) -> int:
         arrays["head_ids"] = np.array(H, dtype=np.int64)
     if out.hidden_states is not None:  # encode() computes it by default
         arrays["hidden_states"] = out.hidden_states.numpy().astype(np.float32)  # (seq, d_model)
+    lists: dict[str, Any] = {}  # JSON only: lists of lists that NPZ cannot hold as one array
+    if args.norms:
+        vw = value_weighted(enc, out)
+        arrays["norms"] = vw.norms[np.ix_(L, H)]  # (layers, heads, q_pos, k_pos) float32, the layers/heads asked
+        arrays["output_norm"] = vw.output_norm[np.ix_(L, H)].astype(np.float32)  # (layers, heads)
+    if args.words:
+        check_budget(out, "word maps of this text")
+        words = word_groups(out.tokens, out.capabilities.token_display, enc.tokenizer.all_special_tokens)
+        arrays["words"] = np.array(words.words, dtype=str)
+        arrays["word_of_token"] = words.word_of()  # (seq,) int64: the word each token belongs to
+        arrays["word_attentions"] = words.merge(attn)  # (layers, heads, words, words)
+        if args.norms:
+            arrays["word_norms"] = words.merge(arrays["norms"])
+        lists["word_tokens"] = [[out.tokens[i] for i in g] for g in words.groups()]
     if isinstance(mask, torch.Tensor) and mask.shape[1] > 1:  # per-head masks: `mask` is head 0's
         T = out.seq
         arrays["mask_heads"] = torch.broadcast_to(mask.cpu(), (1, mask.shape[1], T, T))[0].numpy().astype(bool)
     if args.json:
         doc = {"model": enc.name, "mask_name": out.mask, "truncated": out.truncated}
         doc.update({k: v.tolist() for k, v in arrays.items()})
+        doc.update(lists)
         text = json.dumps(doc)
         if args.out:
             write_file(Path(args.out), lambda f: f.write(text.encode()))

@@ -1,0 +1,116 @@
+"""Comparing two runs: the distances against scipy's Jensen–Shannon distance, Δ maps, the three modes, budgets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import jensenshannon
+
+from models import BudgetError, load_model
+from models.analysis.compare import compare, delta_maps
+from models.analysis.heads import SMOOTH, analyse, paired_js
+from tests.conftest import save_llama_folder
+
+PAIR = ("The keys to the cabinet is", "The keys to the cabinet was")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return load_model(str(save_llama_folder(tmp_path_factory.mktemp("llama"))), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def llama_b(tmp_path_factory):
+    """The same shape with other weights: a second checkpoint."""
+    return load_model(str(save_llama_folder(tmp_path_factory.mktemp("llama-b"), seed=7)), device="cpu")
+
+
+def _scipy_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Return √(mean over rows of JS) per head from scipy (natural log), on Clark et al.'s smoothed rows."""
+    L, H, T, _ = a.shape
+    P = a.astype(np.float64) * (1 - SMOOTH) + SMOOTH / T
+    Q = b.astype(np.float64) * (1 - SMOOTH) + SMOOTH / T
+    out = np.zeros((L, H))
+    for la in range(L):
+        for h in range(H):
+            out[la, h] = np.sqrt(np.mean([jensenshannon(P[la, h, i], Q[la, h, i]) ** 2 for i in range(T)]))
+    return out
+
+
+def test_paired_js_is_scipys_divergence_per_row():
+    rng = np.random.default_rng(0)
+    a = rng.random((3, 5, 7)) ** 3
+    b = rng.random((3, 5, 7)) ** 3
+    a /= a.sum(-1, keepdims=True)
+    b /= b.sum(-1, keepdims=True)
+    ours = paired_js(torch.tensor(a), torch.tensor(b), n=7).numpy()
+    P, Q = a * (1 - SMOOTH) + SMOOTH / 7, b * (1 - SMOOTH) + SMOOTH / 7
+    ref = np.array([[jensenshannon(P[i, j], Q[i, j]) ** 2 for j in range(5)] for i in range(3)])
+    np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-12)
+    assert (ours <= np.log(2)).all()
+
+
+def test_two_checkpoints_on_one_text_rank_heads_by_scipys_distance(llama, llama_b):
+    a, b = llama.encode(PAIR[0]), llama_b.encode(PAIR[0])
+    cmp = compare(a, b)
+    assert cmp.mode == "maps" and cmp.differs == [] and cmp.rows == a.seq
+    ref = _scipy_distance(a.attentions.numpy(), b.attentions.numpy())
+    np.testing.assert_allclose(cmp.distance, ref, rtol=1e-6, atol=1e-9)
+    ranked = cmp.ranked
+    values = [cmp.distance[la, h] for la, h in ranked]
+    assert values == sorted(values, reverse=True) and len(ranked) == a.n_layers * a.n_heads
+    delta = delta_maps(a.attentions, b.attentions)
+    np.testing.assert_allclose(delta, (b.attentions - a.attentions).numpy(), atol=0)
+    np.testing.assert_allclose(cmp.max_delta, np.abs(delta).max(axis=(-2, -1)), rtol=1e-6)
+    doc = cmp.to_json()
+    first = doc["heads"][0]
+    assert (first["layer"], first["head"]) == ranked[0]
+    assert first["distance"] == pytest.approx(float(ref.max()), rel=1e-5)
+    assert first["js_per_row"] == pytest.approx(first["distance"] ** 2, rel=1e-4)
+
+
+def test_same_run_twice_is_distance_zero(llama):
+    a = llama.encode(PAIR[0])
+    cmp = compare(a, llama.encode(PAIR[0]))
+    assert cmp.mode == "maps" and np.abs(cmp.distance).max() < 1e-6
+
+
+def test_minimal_pair_on_a_causal_model_moves_only_the_rows_from_the_change_on(llama):
+    a, b = llama.encode(PAIR[0]), llama.encode(PAIR[1])
+    assert a.seq == b.seq, (a.tokens, b.tokens)
+    cmp = compare(a, b)
+    assert cmp.mode == "maps" and cmp.differs == [a.seq - 1]
+    assert cmp.row_js is not None
+    # Causal: rows before the changed token cannot see it, so they are exactly the same in both runs.
+    assert np.abs(cmp.row_js[..., :-1]).max() < 1e-9
+    assert (cmp.row_js[..., -1] > 1e-6).all()
+    assert cmp.to_json()["differs"] == [{"position": a.seq - 1, "a": a.display_tokens[-1], "b": b.display_tokens[-1]}]
+
+
+def test_different_lengths_rank_heads_by_the_statistic_that_moved(llama):
+    a, b = llama.encode(PAIR[0]), llama.encode("The keys to the old wooden cabinet are here")
+    cmp = compare(a, b)
+    assert cmp.mode == "statistics" and cmp.js is None
+    ra, rb = analyse(a), analyse(b)  # the Heads page's statistics of each run
+    change = np.stack([np.abs(rb.stats[k] - ra.stats[k]) for k in cmp.columns])
+    np.testing.assert_allclose(cmp.distance, change.max(0), rtol=1e-6, atol=1e-9)
+    la, h = cmp.ranked[0]
+    assert cmp.moved is not None and cmp.moved[la, h] == cmp.columns[int(change[:, la, h].argmax())]
+    np.testing.assert_array_equal(cmp.labels_a, ra.labels)
+
+
+def test_different_models_are_shown_apart(llama, minilm):
+    cmp = compare(llama.encode(PAIR[0]), minilm.encode(PAIR[0]))
+    assert cmp.mode == "separate" and cmp.ranked == []
+    doc = cmp.to_json()
+    assert doc["heads"] == [] and len(doc["separate"]["b"]) == minilm.config.n_layers * minilm.config.n_heads
+
+
+def test_budget_refuses_before_any_delta(llama, monkeypatch):
+    a = llama.encode(PAIR[0])
+    monkeypatch.setenv("ATTENTION_LENS_MAX_DERIVED_VALUES", "10")
+    with pytest.raises(BudgetError, match="ATTENTION_LENS_MAX_DERIVED_VALUES"):
+        compare(a, a)
+    with pytest.raises(BudgetError):
+        delta_maps(a.attentions, a.attentions)
