@@ -48,6 +48,7 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("max_generate", 256, "tokens", "new tokens one generation may add"),
     Budget("cache_mb", 2048, "MB", "all result caches of the app together, evicted by bytes"),
     Budget("heavy_slots", 2, "computations", "heavy computations at once per server; others wait for a free slot"),
+    Budget("max_train_seconds", 300, "s", "one training run (Train page, `python -m models train`); it stops there"),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -79,6 +80,7 @@ class Settings:
     max_generate: int
     cache_mb: int
     heavy_slots: int
+    max_train_seconds: int
 
     @property
     def max_upload_bytes(self) -> int:
