@@ -106,7 +106,7 @@ def _progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
 def main() -> None:
     st.title(t("corpus.title"))
     enc = current_encoder()
-    st.caption(t("corpus.intro_decoder" if enc is not None and enc.is_decoder else "corpus.intro"))
+    st.caption(t("corpus.intro_decoder" if enc is not None and not enc.capabilities.pairs else "corpus.intro"))
     if enc is None:
         return
     if "corpus_text" not in st.session_state:
@@ -158,11 +158,12 @@ def main() -> None:
         )
     )
 
-    bert_base = not enc.is_decoder and is_bert_base(c.n_layers, c.n_heads, c.d_model)
+    # Published BERT-base figures (Clark et al.) compare with a model of that family and shape only.
+    bert_base = enc.capabilities.special_roles == "cls_sep" and is_bert_base(c.n_layers, c.n_heads, c.d_model)
     shares_section(report, bert_base, "corpus")
     if bert_base:
         published_section(report, enc.name)
-    elif not enc.is_decoder:
+    elif enc.capabilities.special_roles == "cls_sep":
         st.info(t("corpus.not_bert_base", model=enc.name, layers=c.n_layers, heads=c.n_heads))
     labels_section(report)
 
@@ -175,7 +176,7 @@ def main() -> None:
     duplicates_section(report, "corpus")
     n = st.number_input(t("corpus.example_line"), 1, len(lines), 1, key="corpus_example_line")
     line = lines[int(n) - 1]
-    if enc.is_decoder:  # one text: a pair's halves joined, as the statistics saw them
+    if not enc.capabilities.pairs:  # one text: a pair's halves joined, as the statistics saw them
         example = cache.encode(sel._replace(text=f"{line.text} {line.text_b or ''}".strip(), text_b=""))
     else:
         example = cache.encode(sel._replace(text=line.text, text_b=line.text_b or ""))

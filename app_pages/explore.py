@@ -60,9 +60,21 @@ def _share_url() -> str:
 
 
 @debug.counted("mosaic", results.cached)
-def _mosaic(_attn: np.ndarray, _keep: np.ndarray, _part: Part, key: state.Selection, part: str, scale: str) -> Mosaic:
+def _mosaic(
+    _attn: np.ndarray,
+    _keep: np.ndarray,
+    _part: Part,
+    key: state.Selection,
+    part: str,
+    scale: str,
+    exclude_first: bool = False,
+    group: int = 1,
+) -> Mosaic:
     # The cut happens inside: on a cache hit no (layers, heads, seq, seq) copy is made.
-    return render_mosaic(_part.cut(_attn), None if _keep.all() else _part.cut(_keep), scale=scale)
+    cut = _part.cut(_attn)
+    return render_mosaic(
+        cut, None if _keep.all() else _part.cut(_keep), scale=scale, exclude_first=exclude_first, group=group
+    )
 
 
 @debug.counted("rollout", results.cached)
@@ -113,25 +125,62 @@ def _open_from_overview() -> None:
             return
 
 
+OVERVIEW_SCALES = ("sqrt", "map", "log")
+
+
 def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
-    scale = "map" if st.session_state.get("overview_per_map", False) else "sqrt"  # the toggle sits under the figure
+    caps = out.capabilities
+    # The scale widgets sit under the figure; a model that parks attention on its first token (a sink) opens with
+    # that token left out of the colour scale, or the sink would wash every other pattern out.
+    st.session_state.setdefault("overview_exclude_first", caps.special_roles == "first_token")
+    scale = st.session_state.get("overview_scale", "sqrt")
+    scale = scale if scale in OVERVIEW_SCALES else "sqrt"
+    exclude = bool(st.session_state.get("overview_exclude_first")) and attn.shape[-1] > 1
+    group = caps.group_size if caps.grouped and caps.heads == attn.shape[1] else 1
+    first = attn[:, :, 1:, 0].mean(axis=-1) if attn.shape[-1] > 1 else np.zeros(attn.shape[:2])  # (L, H) sink share
+    extra = [
+        [caps.kv_head(h) if group > 1 else h, f"{100 * first[la, h]:.0f}"]
+        for la in range(attn.shape[0])
+        for h in range(attn.shape[1])
+    ]
+    hover_key = "explore.overview_hover_grouped" if group > 1 else "explore.overview_hover"
+    hover = t(
+        hover_key, layer="%{customdata[0]}", head="%{customdata[1]}", kv="%{customdata[2]}", first="%{customdata[3]}"
+    )
     with st.spinner(t("explore.drawing")):
         started = time.perf_counter()
-        mosaic = _mosaic(attn, keep, part, source.result_key(out), st.session_state.get("part", "all"), scale)
+        mosaic = _mosaic(
+            attn, keep, part, source.result_key(out), st.session_state.get("part", "all"), scale, exclude, group
+        )
         fig = overview_figure(
             mosaic,
             selected=(layer, head),
             title=t("explore.overview_title"),
-            hover=t("explore.overview_hover", layer="%{customdata[0]}", head="%{customdata[1]}") + "<extra></extra>",
+            hover=hover + "<extra></extra>",
+            group_prefix=t("explore.kv_prefix"),
+            extra=extra,
         )
         _chart(fig, "overview_chart", "attention-overview", on_select=_open_from_overview, selection_mode="points")
         ms = (time.perf_counter() - started) * 1000
     note = t("explore.overview_note", kb=len(mosaic.data_uri) / 1024, bpv=mosaic.bytes_per_value, ms=ms)
     if mosaic.factor > 1:
         note += " " + t("explore.overview_pooled", f=mosaic.factor)
-    note += " " + (t("explore.overview_scale_map") if scale == "map" else t("explore.overview_scale_sqrt"))
+    note += " " + t(f"explore.overview_scale_{scale}")
+    if exclude:
+        note += " " + t("explore.overview_first_out", share=f"{100 * float(first.mean()):.0f}")
+    if group > 1:
+        note += " " + t("explore.overview_groups", group=group, kv_heads=caps.kv_heads)
     st.caption(note)
-    st.toggle(t("explore.per_map_scale"), key="overview_per_map", help=t("explore.per_map_scale_help"))
+    left, right = st.columns([3, 2])
+    left.radio(
+        t("explore.overview_scale"),
+        OVERVIEW_SCALES,
+        key="overview_scale",
+        horizontal=True,
+        format_func=lambda s: t(f"explore.overview_scale_name.{s}"),
+        help=t("explore.per_map_scale_help"),
+    )
+    right.toggle(t("explore.exclude_first"), key="overview_exclude_first", help=t("explore.exclude_first_help"))
     return [(t("explore.overview_title"), fig)]
 
 

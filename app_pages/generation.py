@@ -16,12 +16,12 @@ DEFAULT_PROMPT = "The cat sat on the mat. The cat"
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def run(sel: Selection, prompt: str, n: int, top_k: int | None, seed: int) -> Generation:
+def run(sel: Selection, prompt: str, n: int, top_k: int | None, seed: int, chat: bool = False) -> Generation:
     """Return the generation (numpy and lists; cached per model, prompt and settings)."""
-    return generate(cache.model(sel), prompt, n, top_k=top_k, seed=seed, check=True)
+    return generate(cache.model(sel), prompt, n, top_k=top_k, seed=seed, check=True, chat=chat)
 
 
-def _settings(where) -> tuple[str, int, int | None, int]:
+def _settings(where, has_template: bool) -> tuple[str, int, int | None, int, bool]:
     if "gen_prompt" not in st.session_state:
         st.session_state["gen_prompt"] = state.get("text") or DEFAULT_PROMPT
     prompt = where.text_area(t("gen.prompt"), key="gen_prompt", height=80)
@@ -32,7 +32,8 @@ def _settings(where) -> tuple[str, int, int | None, int]:
     mode = b.radio(t("gen.mode"), ["greedy", "top_k"], key="gen_mode", format_func=lambda m: t(f"gen.mode_{m}"))
     k = c.number_input(t("gen.k"), 1, 1000, 5, step=1, key="gen_k", disabled=mode != "top_k")
     seed = c.number_input(t("gen.seed"), 0, 2**31 - 1, 0, step=1, key="gen_seed", disabled=mode != "top_k")
-    return prompt, int(n), int(k) if mode == "top_k" else None, int(seed)
+    chat = has_template and where.toggle(t("gen.chat"), key="gen_chat", help=t("gen.chat_help"))
+    return prompt, int(n), int(k) if mode == "top_k" else None, int(seed), bool(chat)
 
 
 def _step_view(g: Generation, s: int, layer: int, head: int, font: int) -> None:
@@ -91,22 +92,23 @@ def main() -> None:
     enc = current_encoder()
     if enc is None:
         return
-    if not enc.is_decoder:
+    if not enc.capabilities.generation:
         st.info(t("gen.need_decoder", model=enc.name))
         return
     font = presentation.figure_font()
     sel = state.selection()
+    has_template = bool(getattr(enc.tokenizer, "chat_template", None))
     if present:
         with st.popover(t("present.settings"), icon=":material/tune:"):
-            prompt, n, top_k, seed = _settings(st)
+            prompt, n, top_k, seed, chat = _settings(st, has_template)
     else:
-        prompt, n, top_k, seed = _settings(st)
+        prompt, n, top_k, seed, chat = _settings(st, has_template)
     if not prompt.strip():
         st.info(t("gen.empty"))
         return
     try:
         with st.spinner(t("gen.running")):
-            g = run(sel._replace(text="", text_b=""), prompt.strip(), n, top_k, seed)
+            g = run(sel._replace(text="", text_b=""), prompt.strip(), n, top_k, seed, chat)
     except AttnVizError as err:
         st.error(t("gen.failed", reason=str(err)))
         return
@@ -115,6 +117,8 @@ def main() -> None:
     elif g.stop == "end_of_text":
         st.warning(t("gen.stop_end_of_text", done=len(g.generated_ids), asked=n, token=g.tokens[-1]))
     c = enc.config
+    if g.chat:
+        st.caption(t("gen.chat_on", n=len(g.prompt_ids)))
     st.markdown(t("gen.result", prompt=prompt.strip(), text=g.text))
     ok = g.max_row_error is not None and g.max_row_error <= ROW_TOL
     (st.success if ok else st.error)(
@@ -148,7 +152,7 @@ def main() -> None:
         font_size=font,
     )
     st.plotly_chart(fig, width="stretch", key="gen_cache_chart")
-    st.caption(t("gen.chart_caption", layers=c.n_layers, heads=c.n_heads, d_k=c.d_k))
+    st.caption(t("gen.chart_caption", layers=c.n_layers, heads=c.n_kv_heads, d_k=c.d_k))
     if present:
         presentation.step_controls(titles, "bottom")
     else:

@@ -34,7 +34,7 @@ def head_report(sel: Selection) -> HeadReport:
     """
     enc = cache.model(sel)
     report = analyse(cache.encode(sel, True), enc.device)
-    return report.with_induction(induction_scores(enc)) if enc.is_decoder else report
+    return report.with_induction(induction_scores(enc)) if enc.capabilities.causal else report
 
 
 @debug.counted("importance", results.cached)
@@ -47,7 +47,7 @@ def importance(sel: Selection) -> Importance:
 def file_report(key: Selection, _maps: AttentionMaps) -> HeadReport:
     """Return statistics, labels and redundancy of an attention file's maps (cached per file and item)."""
     return analyse_maps(
-        _maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model, kind=_maps.kind
+        _maps.attentions, _maps.q_tokens, _maps.k_tokens, _maps.token_type_ids, model=_maps.model, causal=_maps.causal
     )
 
 
@@ -112,7 +112,8 @@ def main() -> None:
             st.rerun()
     else:
         importance_section(report, imp, "heads")
-    shares_section(report, not enc.is_decoder and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads")
+    cls_sep = enc.capabilities.special_roles == "cls_sep"
+    shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads")
 
 
 main()

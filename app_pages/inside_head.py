@@ -6,13 +6,21 @@ import numpy as np
 import streamlit as st
 
 from models.encoder import PARITY_TOLERANCE
-from models.lecture.steps import STEP_KEYS, HeadSteps, OneVsMany
+from models.lecture.steps import DISTANCES, HeadSteps, OneVsMany
 from ui import controls, lecture, presentation, state
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
-from viz.lecture import attention_map, compare_bars, heads_grid, matrix_heatmap, token_bars, vector_strip
+from viz.lecture import (
+    attention_map,
+    compare_bars,
+    heads_grid,
+    line_chart,
+    matrix_heatmap,
+    token_bars,
+    vector_strip,
+)
 
-SLIDES = (*STEP_KEYS, "one_vs_many", "params")  # a slide each; the last two are "One head vs many"
+EXTRA_SLIDES = ("one_vs_many", "params")  # after the steps, a slide each: "One head vs many"
 
 
 def _values(s: HeadSteps) -> dict:
@@ -41,6 +49,14 @@ def _values(s: HeadSteps) -> dict:
         n_hidden=int((~s.keep).sum()),
         context_norm=f"{np.linalg.norm(s.context):.2f}",
         next_err=lecture.num(s.errors.get("next_layer", float("nan")), 2),
+        kv_heads=s.kv_heads,
+        kv_head=s.kv_head,
+        group=s.group_size,
+        group_heads=", ".join(str(h) for h in range(s.kv_head * s.group_size, (s.kv_head + 1) * s.group_size)),
+        window=s.window or 0,
+        far=DISTANCES - 1,
+        near_dot=f"{s.distance_dots[0]:.2f}" if s.distance_dots is not None else "",
+        far_dot=f"{s.distance_dots[-1]:.2f}" if s.distance_dots is not None else "",
     )
 
 
@@ -93,6 +109,34 @@ def _figures(key: str, s: HeadSteps, font: int) -> list:
                 show_scale=name == "v",
             )
             for name, m in (("q", s.q), ("k", s.k), ("v", s.v))
+        ]
+    if key == "rotate":
+        assert s.q_before is not None and s.distance_dots is not None  # a rotary layer's steps
+        return [
+            vector_strip(s.q_before, t("inside.fig.q_before", token=tok[i], head=hd), font_size=font),
+            vector_strip(s.q[i], t("inside.fig.q_after", token=tok[i], i=i), font_size=font),
+            line_chart(
+                np.arange(len(s.distance_dots)),
+                s.distance_dots,
+                t("inside.fig.distance", token=tok[i]),
+                x_title=t("inside.fig.distance_x"),
+                y_title=t("inside.fig.distance_y"),
+                font_size=font,
+            ),
+        ]
+    if key == "repeat_kv":
+        groups = np.zeros((s.n_heads, s.kv_heads), dtype=np.float32)
+        groups[np.arange(s.n_heads), np.arange(s.n_heads) // s.group_size] = 1.0
+        return [
+            matrix_heatmap(
+                groups,
+                [t("inside.fig.head_n", head=h) for h in range(s.n_heads)],
+                t("inside.fig.groups", kv_heads=s.kv_heads, group=s.group_size),
+                highlight_row=hd,
+                x_title=t("inside.fig.kv_head"),
+                font_size=font,
+            ),
+            matrix_heatmap(s.k, tok, t("inside.fig.shared_k", kv_head=s.kv_head), x_title="d_k", font_size=font),
         ]
     if key == "dot":
         return [
@@ -176,7 +220,7 @@ def _slide_heights(key: str, figs: list, height: int) -> None:
 
 
 def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
-    """Draw one step: explanation, shape, the code here and in models/bert.py, the figures."""
+    """Draw one step: explanation, shape, the line of the model's code that made the tensor, the figures."""
     st_ = s.step(key)
     values = _values(s)
     explain_key = f"inside.step.{key}.explain"
@@ -188,10 +232,11 @@ def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
     with text_col:
         st.markdown(t(explain_key, **values))
         st.markdown(t("inside.shape", shape=lecture.shape(st_.shape), axes=", ".join(st_.axes)))
+        st.caption(t("inside.source" if st_.ran else "inside.source_idle", where=st_.where))
         st.code(st_.code, language="python", wrap_lines=True)
-        source = "source_decoder" if s.kind == "decoder" else "source_transposed" if st_.transposed else "source"
-        st.caption(t(f"inside.{source}"))
-        st.code(st_.source, language="python", wrap_lines=True)
+        if not slide:
+            with st.expander(t("inside.function", where=st_.where.split(", ")[-1])):
+                st.code(st_.function, language="python", line_numbers=True)
     figs = _figures(key, s, font)
     row = key == "transpose" or (slide and key in SIDE_BY_SIDE)
     if slide:
@@ -247,15 +292,18 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
 
 
 def _check(s: HeadSteps) -> tuple[str, bool]:
-    """Return the self-check sentence (largest differences to the encoder) and whether it passes."""
+    """Return the self-check sentence (the steps against the formula, the layer against the model) and whether
+    it passes."""
     err = s.errors
     text = t(
         "inside.check",
+        formula=lecture.num(err["formula"], 2),
+        weighted=lecture.num(err["weighted_sum"], 2),
         attention=lecture.num(err["attention"], 2),
-        context=lecture.num(err.get("context", 0.0), 2),
         next_layer=lecture.num(err["next_layer"], 2),
     )
-    return text, max(err["attention"], err["next_layer"]) <= PARITY_TOLERANCE
+    worst = max(err["formula"], err["weighted_sum"], err["attention"], err["next_layer"])
+    return text, worst <= PARITY_TOLERANCE
 
 
 def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:
@@ -285,19 +333,24 @@ def main() -> None:
     font = presentation.figure_font()
 
     if slide_mode:
-        titles = [t(f"inside.step.{k}.title") for k in SLIDES]
+        # The steps this layer's code has (rotation, shared keys) decide the slides: the current choice's first.
+        pick = (st.session_state["layer"], st.session_state["head"], st.session_state["query"])
+        with st.spinner(t("inside.computing")):
+            s = lecture.head_steps(state.selection(), *pick, enc, out)
+        slides = (*(x.key for x in s.steps), *EXTRA_SLIDES)
+        titles = [t(f"inside.step.{k}.title") for k in slides]
         label = t(
             "inside.settings",
-            layer=st.session_state["layer"],
-            head=st.session_state["head"],
-            token=(out.display_tokens or out.tokens)[st.session_state["query"]],
+            layer=pick[0],
+            head=pick[1],
+            token=(out.display_tokens or out.tokens)[pick[2]],
         )
         step, popover = presentation.step_controls(titles, "top", label)
         layer, head, query = _controls(popover, c, out, slide=True)
-        key = SLIDES[step]
+        key = slides[min(step, len(slides) - 1)]
         with st.spinner(t("inside.computing")):
             s = lecture.head_steps(state.selection(), layer, head, query, enc, out)
-            if key in ("one_vs_many", "params"):
+            if key in EXTRA_SLIDES:
                 o = lecture.one_vs_many(state.selection(), layer, enc, out)
                 _one_vs_many(
                     o, out.display_tokens or out.tokens, font, part="maps" if key == "one_vs_many" else "params"
@@ -324,9 +377,9 @@ def main() -> None:
         s = lecture.head_steps(state.selection(), layer, head, query, enc, out)
     check, ok = _check(s)
     (st.success if ok else st.warning)(check)
-    for n, key in enumerate(STEP_KEYS, start=1):
+    for n, step in enumerate(s.steps, start=1):
         with st.container(border=True):
-            _step(key, n, s, font, slide=False)
+            _step(step.key, n, s, font, slide=False)
     with st.container(border=True):
         with st.spinner(t("inside.computing")):
             o = lecture.one_vs_many(state.selection(), layer, enc, out)

@@ -4,7 +4,7 @@ import streamlit as st
 
 from models import settings
 from models.lecture import memory
-from ui import presentation, slots, state
+from ui import cache, presentation, slots, state
 from ui.safe import md
 from ui.sidebar import current_encoder
 from ui.state import t
@@ -177,6 +177,60 @@ def _measured(font: int) -> None:
     st.caption(t(f"memory.method.{rows[0]['method']}") + " " + t("memory.measured.note"))
 
 
+KV_SEQ = 256  # tokens the loaded model's cache is filled with on this page (a forward of that many)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _kv_facts(sel: state.Selection, seq: int) -> memory.KVCacheFacts:
+    """Return the loaded model's KV cache at seq tokens: formulas and the cache its forward fills (cached)."""
+    with slots.heavy():
+        return memory.kv_cache_facts(cache.model(sel), seq)
+
+
+def _kv_section() -> None:
+    """The loaded model's own KV cache: multi-head, its grouping, multi-query, and what the forward really kept."""
+    enc = current_encoder()
+    if enc is None or not enc.capabilities.generation:
+        return
+    st.subheader(t("memory.kv.title"))
+    seq = min(KV_SEQ, enc.max_tokens)
+    with st.spinner(t("memory.kv.measuring", seq=seq)):
+        f = _kv_facts(state.selection().without_text(), seq)
+    per_token = f.model_bytes // f.seq
+    rows = [
+        t("memory.kv.table"),
+        f"| MHA | {f.heads} | {memory.fmt_bytes(f.mha_bytes)} | {memory.fmt_bytes(f.mha_bytes // f.seq)} |",
+        f"| **{t('memory.kv.this_model')}** | **{f.kv_heads}** | **{memory.fmt_bytes(f.model_bytes)}** "
+        f"| **{memory.fmt_bytes(per_token)}** |",
+        f"| MQA | 1 | {memory.fmt_bytes(f.mqa_bytes)} | {memory.fmt_bytes(f.mqa_bytes // f.seq)} |",
+    ]
+    st.markdown(
+        t(
+            "memory.kv.intro",
+            name=md(enc.name),
+            layers=f.layers,
+            heads=f.heads,
+            kv_heads=f.kv_heads,
+            d_k=f.d_k,
+            dtype=f.dtype,
+            seq=f.seq,
+            saving=f"{f.mha_bytes / f.model_bytes:.0f}",
+        )
+    )
+    st.markdown("\n".join(rows))
+    ok = f.measured_bytes == f.model_bytes
+    (st.success if ok else st.error)(
+        t(
+            "memory.kv.measured",
+            bytes=memory.fmt_bytes(f.measured_bytes),
+            shape=f"({', '.join(map(str, f.measured_shape))})",
+            formula=memory.fmt_bytes(f.model_bytes),
+            full=memory.fmt_bytes(per_token * enc.max_tokens),
+            positions=f"{enc.max_tokens:,}",
+        )
+    )
+
+
 def main() -> None:
     st.title(t("memory.title"))
     st.markdown(t("memory.intro"))
@@ -211,6 +265,7 @@ def main() -> None:
     st.subheader(t("memory.remedies_title"))
     _remedies(e)
     _estimate_chart(e, font)
+    _kv_section()
     _measured(font)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import settings
+from .capabilities import Capabilities
 from .errors import InputError
 from .files import NpyHeader, NpyHeaderError, read_npy_header, read_user_file
 
@@ -102,6 +103,16 @@ class AttentionMaps:
     def kind(self) -> str:
         """'decoder' when the maps are causal, else 'encoder' (cross-attention is read as an encoder's)."""
         return "decoder" if self.causal else "encoder"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the maps alone tell (no model): causality as detected; the first token's role for causal maps."""
+        return Capabilities(
+            causal=self.causal,
+            special_roles="first_token" if self.causal else "none",
+            heads=self.n_heads,
+            kv_heads=self.n_heads,
+        )
 
     @property
     def n_layers(self) -> int:

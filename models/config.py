@@ -1,4 +1,9 @@
-"""The encoder's configuration, read from a checkpoint's `config.json`."""
+"""Our configs, read from a checkpoint's `config.json`: one flat dataclass per family, the same field names.
+
+Every config has `model_type` (the family registry's key), n_layers, n_heads, d_model, d_k, d_ff, vocab_size,
+max_positions and hidden_act, so pages and analyses read any of them; each family adds its own fields with the
+reason beside each. Sizes are held to `settings.check_model_shape` before anything is allocated.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,91 @@ from typing import Any, ClassVar
 from .errors import ModelLoadError, UnsupportedArchitectureError
 from .settings import check_model_shape
 
-# Activations BERT-family checkpoints name in `hidden_act`, mapped to torch's functional forms.
 CONFIG_MAX_BYTES = 1 << 20
+# Activations checkpoints name in `hidden_act` / `activation_function` (models.network.ACTIVATIONS has them).
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
+MAX_DECODER_POSITIONS = 131_072  # positions a decoder's config may claim (masks are made per forward, not stored)
+
+
+def read_config_json(path: str | Path) -> dict[str, Any]:
+    """Return a `config.json` as a dict (ModelLoadError when it cannot be read); never more than 1 MB is read."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(CONFIG_MAX_BYTES + 1)
+        if len(raw) > CONFIG_MAX_BYTES:
+            raise ModelLoadError(f"{path} is over {CONFIG_MAX_BYTES >> 20} MB: not a model's config.json")
+        hf = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ModelLoadError(f"cannot read {path}: {err}") from err
+    if not isinstance(hf, dict):
+        raise ModelLoadError(f"{path} is not a JSON object")
+    return hf
+
+
+def _unsupported(hf: dict[str, Any], expected: str) -> UnsupportedArchitectureError:
+    archs = ", ".join(str(a) for a in hf.get("architectures") or []) or "unknown"
+    return UnsupportedArchitectureError(
+        f"unsupported architecture: model_type {hf.get('model_type')!r} ({archs}); expected {expected}"
+    )
+
+
+class _Config:
+    """What every family's config shares: the size check, d_k, reading config.json, a plain dict."""
+
+    model_type: ClassVar[str] = ""
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_ff: int
+    vocab_size: int
+    max_positions: int
+    hidden_act: str
+
+    def _check(self, **extra: int) -> None:
+        # Sizes first, before anything is allocated: a config claiming 10⁹ layers or 0 heads stops here.
+        check_model_shape(
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            vocab_size=self.vocab_size,
+            max_positions=self.max_positions,
+            **extra,
+        )
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise UnsupportedArchitectureError(
+                f"activation {self.hidden_act!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
+            )
+
+    @property
+    def d_k(self) -> int:
+        """Width of one head's query, key and value vectors."""
+        return self.d_model // self.n_heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads per layer (= n_heads unless the family groups them)."""
+        return self.n_heads
+
+    @classmethod
+    def from_hf(cls, hf: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Any:
+        """Read a `config.json` file as written by `save_pretrained`."""
+        return cls.from_hf(read_config_json(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
+
+
+def _bad_field(err: Exception) -> ModelLoadError:
+    return ModelLoadError(f"config.json is missing or has a bad field: {str(err)[:200]}")
 
 
 @dataclass(frozen=True)
-class BertConfig:
+class BertConfig(_Config):
     model_type: ClassVar[str] = "bert"  # config.json's, the family registry's key
     vocab_size: int = 30522  # WordPiece vocabulary of bert-base-uncased (and of all-MiniLM-L6-v2)
     d_model: int = 768  # hidden_size: width of the residual stream
@@ -30,36 +113,13 @@ class BertConfig:
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
-        # Sizes first, before anything is allocated: a config claiming 10⁹ layers or 0 heads stops here.
-        check_model_shape(
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            vocab_size=self.vocab_size,
-            max_positions=self.max_positions,
-            type_vocab_size=self.type_vocab_size,
-        )
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise UnsupportedArchitectureError(
-                f"activation {self.hidden_act!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
-            )
-
-    @property
-    def d_k(self) -> int:
-        """Width of one head's query, key and value vectors."""
-        return self.d_model // self.n_heads
+        self._check(type_vocab_size=self.type_vocab_size)
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> BertConfig:
         """Build from a Hugging Face BERT config dict; raise UnsupportedArchitectureError for anything else."""
-        model_type = hf.get("model_type")
-        if model_type != "bert":
-            archs = ", ".join(hf.get("architectures") or []) or "unknown"
-            raise UnsupportedArchitectureError(
-                f"unsupported architecture: model_type {model_type!r} ({archs}); "
-                "supported: BERT encoders (model_type 'bert') and GPT-2 decoders (model_type 'gpt2')"
-            )
+        if hf.get("model_type") != "bert":
+            raise _unsupported(hf, "'bert'")
         pos_type = hf.get("position_embedding_type", "absolute")
         if pos_type != "absolute":
             raise UnsupportedArchitectureError(
@@ -83,42 +143,20 @@ class BertConfig:
                 pad_token_id=int(hf.get("pad_token_id") or 0),
             )
         except (KeyError, TypeError, ValueError, OverflowError) as err:
-            raise ModelLoadError(f"config.json is missing or has a bad field: {str(err)[:200]}") from err
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> BertConfig:
-        """Read a `config.json` file as written by `save_pretrained`."""
-        try:
-            with open(path, "rb") as f:  # a config is a few kB: never read more than 1 MB of whatever is there
-                raw = f.read(CONFIG_MAX_BYTES + 1)
-            if len(raw) > CONFIG_MAX_BYTES:
-                raise ModelLoadError(f"{path} is over {CONFIG_MAX_BYTES >> 20} MB: not a model's config.json")
-            hf = json.loads(raw.decode("utf-8"))
-        except (OSError, ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-            raise ModelLoadError(f"cannot read {path}: {err}") from err
-        if not isinstance(hf, dict):
-            raise ModelLoadError(f"{path} is not a JSON object")
-        return cls.from_hf(hf)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-MAX_DECODER_POSITIONS = 16_384  # the tril buffer, shared by all blocks, is then at most 256 MB
+            raise _bad_field(err) from err
 
 
 @dataclass(frozen=True)
-class GPT2Config:
+class GPT2Config(_Config):
     """A GPT-2 decoder's shape, with the field names BertConfig uses so that pages and analyses read either."""
 
     model_type: ClassVar[str] = "gpt2"
-
     vocab_size: int = 50257  # byte-level BPE of the released GPT-2 checkpoints
     d_model: int = 768  # n_embd
     n_layers: int = 12  # n_layer
     n_heads: int = 12  # n_head; d_k = d_model // n_heads
     d_ff: int = 3072  # n_inner, or 4·d_model when the checkpoint leaves it null
-    max_positions: int = 1024  # n_positions: the learned position table, and the causal mask's size
+    max_positions: int = 1024  # n_positions: the learned position table
     layer_norm_eps: float = 1e-5  # layer_norm_epsilon
     hidden_act: str = "gelu_new"  # activation_function: GPT-2 was trained with the tanh approximation
     scale_attn_weights: bool = True  # divide scores by √d_k (every released GPT-2 does)
@@ -129,37 +167,17 @@ class GPT2Config:
     pad_token_id: int = 50256  # GPT-2 has no pad token; batches pad with <|endoftext|>, masked out
 
     def __post_init__(self) -> None:
-        # Sizes first, before anything is allocated (the tril buffers alone are layers · max_positions² bytes).
-        check_model_shape(
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            vocab_size=self.vocab_size,
-            max_positions=self.max_positions,
-        )
+        self._check()
         if self.max_positions > MAX_DECODER_POSITIONS:
             raise ModelLoadError(
-                f"config.json: n_positions is {self.max_positions}; the causal mask is n_positions² bytes, so a "
-                f"decoder here has at most {MAX_DECODER_POSITIONS}"
+                f"config.json: n_positions is {self.max_positions}; a decoder here has at most {MAX_DECODER_POSITIONS}"
             )
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise UnsupportedArchitectureError(
-                f"activation {self.hidden_act!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
-            )
-
-    @property
-    def d_k(self) -> int:
-        return self.d_model // self.n_heads
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> GPT2Config:
         """Build from a Hugging Face GPT-2 config dict; raise UnsupportedArchitectureError for anything else."""
         if hf.get("model_type") != "gpt2":
-            archs = ", ".join(hf.get("architectures") or []) or "unknown"
-            raise UnsupportedArchitectureError(
-                f"unsupported architecture: model_type {hf.get('model_type')!r} ({archs}); expected 'gpt2'"
-            )
+            raise _unsupported(hf, "'gpt2'")
         if hf.get("add_cross_attention"):
             raise UnsupportedArchitectureError("unsupported architecture: a GPT-2 with cross-attention")
         try:
@@ -179,27 +197,148 @@ class GPT2Config:
                 eos_token_id=int(hf.get("eos_token_id", 50256) or 0),
                 pad_token_id=int(hf.get("eos_token_id", 50256) or 0),
             )
-        except (KeyError, TypeError, ValueError) as err:
-            raise ModelLoadError(f"config.json is missing or has a bad field: {err}") from err
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
+            raise _bad_field(err) from err
 
 
-def read_config_json(path: str | Path) -> dict[str, Any]:
-    """Return a `config.json` as a dict (ModelLoadError when it cannot be read)."""
-    try:
-        hf = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ModelLoadError(f"cannot read {path}: {err}") from err
-    if not isinstance(hf, dict):
-        raise ModelLoadError(f"{path} is not a JSON object")
-    return hf
+ROPE_TYPES = ("default", "linear", "llama3")  # rotary variants we compute (models.llama.rope_frequencies)
+LLAMA_TYPES = ("llama", "mistral", "qwen2", "qwen3")  # model_types of the Llama family's config.json files
 
 
-def config_from_hf(hf: dict[str, Any]) -> BertConfig | GPT2Config:
-    """Return the config of either family a checkpoint's config dict names (model_type 'bert' or 'gpt2')."""
-    return GPT2Config.from_hf(hf) if hf.get("model_type") == "gpt2" else BertConfig.from_hf(hf)
+@dataclass(frozen=True)
+class LlamaConfig(_Config):
+    """A Llama-family decoder (Llama, Mistral, Qwen2, Qwen3): rotary positions, grouped-query attention, RMSNorm,
+    SwiGLU. The variants differ only in the fields below, never in code copies."""
+
+    model_type: str = "llama"  # type: ignore[misc]  # an instance field here: four model_types share this class
+    vocab_size: int = 49152  # SmolLM2's
+    d_model: int = 576  # hidden_size
+    n_layers: int = 30  # num_hidden_layers
+    n_heads: int = 9  # num_attention_heads: query heads
+    kv_heads: int = 3  # num_key_value_heads: each serves n_heads / kv_heads query heads (GQA; 1 = MQA)
+    head_dim: int = 64  # explicit in Qwen3 (128 with d_model 1024); else d_model // n_heads
+    d_ff: int = 1536  # intermediate_size: SwiGLU's width
+    max_positions: int = 8192  # max_position_embeddings: what rotary was trained to
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 100_000.0  # the base of the rotary frequencies θ_i = base^(−2i/d_k)
+    rope_type: str = "default"  # "linear" or "llama3" rescale the frequencies for longer contexts
+    rope_factor: float = 1.0  # linear, llama3: how many times longer than the original context
+    rope_low_freq_factor: float = 1.0  # llama3 only
+    rope_high_freq_factor: float = 4.0  # llama3 only
+    rope_original_positions: int = 8192  # llama3 only: the pre-training context
+    qkv_bias: bool = False  # Qwen2: q, k, v have biases; Llama's attention_bias puts one on o_proj too
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False  # Qwen3: an RMSNorm over each head's q and k (d_k wide) before rotation
+    windows: tuple[int | None, ...] = ()  # per layer: sliding window W (keys i − W + 1 … i) or None (full causal)
+    tie_word_embeddings: bool = True  # the LM head is the token embedding (SmolLM2); else lm_head.weight
+    hidden_act: str = "silu"  # SwiGLU's gate
+    bos_token_id: int | None = 1
+    eos_token_id: int | None = 2
+    pad_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        self._check(kv_heads=self.kv_heads, head_dim=self.head_dim)
+        if self.max_positions > MAX_DECODER_POSITIONS:
+            raise ModelLoadError(
+                f"config.json: max_position_embeddings is {self.max_positions}; a decoder here has at most "
+                f"{MAX_DECODER_POSITIONS}"
+            )
+        if self.rope_type not in ROPE_TYPES:
+            raise UnsupportedArchitectureError(
+                f"unsupported rotary scaling {self.rope_type!r} (supported: {', '.join(ROPE_TYPES)})"
+            )
+        if len(self.windows) not in (0, self.n_layers):
+            raise ModelLoadError(f"config.json: {len(self.windows)} layer types for {self.n_layers} layers")
+
+    @property
+    def d_k(self) -> int:
+        return self.head_dim
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads
+
+    @classmethod
+    def from_hf(cls, hf: dict[str, Any]) -> LlamaConfig:
+        """Build from a Llama / Mistral / Qwen2 / Qwen3 config dict (rope_parameters or rope_theta + rope_scaling)."""
+        model_type = hf.get("model_type")
+        if model_type not in LLAMA_TYPES:
+            raise _unsupported(hf, " or ".join(repr(t) for t in LLAMA_TYPES))
+        try:
+            d_model = int(hf["hidden_size"])
+            n_heads = int(hf["num_attention_heads"])
+            n_layers = int(hf["num_hidden_layers"])
+            rope = dict(hf.get("rope_parameters") or {})
+            scaling = hf.get("rope_scaling") or {}
+            if not isinstance(rope, dict) or not isinstance(scaling, dict):
+                raise TypeError("rope_parameters / rope_scaling must be objects")
+            rope = {**scaling, **rope}
+            rope_type = str(rope.get("rope_type", rope.get("type", "default")))
+            theta = float(rope.get("rope_theta", hf.get("rope_theta", 10_000.0)))
+            return cls(
+                model_type=str(model_type),
+                vocab_size=int(hf["vocab_size"]),
+                d_model=d_model,
+                n_layers=n_layers,
+                n_heads=n_heads,
+                kv_heads=int(hf.get("num_key_value_heads") or n_heads),
+                head_dim=int(hf.get("head_dim") or d_model // n_heads),
+                d_ff=int(hf["intermediate_size"]),
+                max_positions=int(hf.get("max_position_embeddings", 2048)),
+                rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+                rope_theta=theta,
+                rope_type=rope_type,
+                rope_factor=float(rope.get("factor", 1.0)),
+                rope_low_freq_factor=float(rope.get("low_freq_factor", 1.0)),
+                rope_high_freq_factor=float(rope.get("high_freq_factor", 4.0)),
+                rope_original_positions=int(
+                    rope.get("original_max_position_embeddings", hf.get("max_position_embeddings", 2048))
+                ),
+                qkv_bias=model_type == "qwen2" or bool(hf.get("attention_bias", False)),
+                o_bias=bool(hf.get("attention_bias", False)),
+                mlp_bias=bool(hf.get("mlp_bias", False)),
+                qk_norm=model_type == "qwen3",
+                windows=_windows(hf, str(model_type), n_layers),
+                tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+                hidden_act=str(hf.get("hidden_act", "silu")),
+                bos_token_id=_optional_int(hf.get("bos_token_id")),
+                eos_token_id=_optional_int(hf.get("eos_token_id")),
+                pad_token_id=_optional_int(hf.get("pad_token_id")),
+            )
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
+            raise _bad_field(err) from err
 
 
-ModelConfig = BertConfig | GPT2Config
+def _optional_int(v: Any) -> int | None:
+    if isinstance(v, list):  # some configs list several end tokens: the first is the one generation stops at
+        v = v[0] if v else None
+    return None if v is None else int(v)
+
+
+def _windows(hf: dict[str, Any], model_type: str, n_layers: int) -> tuple[int | None, ...]:
+    """Return each layer's sliding window as transformers' config classes decide it, or () for none.
+
+    Mistral: every layer, when sliding_window is set. Qwen2/Qwen3: only with use_sliding_window, for layers from
+    max_window_layers on. `layer_types` ("sliding_attention" / "full_attention"), where present, says it outright.
+    """
+    window = hf.get("sliding_window")
+    if model_type in ("qwen2", "qwen3") and not hf.get("use_sliding_window", False):
+        window = None
+    if model_type == "llama":
+        window = None
+    types = hf.get("layer_types")
+    if window is None:
+        return ()
+    w = int(window)
+    if w < 1:
+        raise ValueError(f"sliding_window {w} is below 1")
+    if isinstance(types, list) and len(types) == n_layers:
+        return tuple(w if t == "sliding_attention" else None for t in types)
+    if model_type in ("qwen2", "qwen3"):
+        first = int(hf.get("max_window_layers", n_layers))
+        return tuple(w if i >= first else None for i in range(n_layers))
+    return tuple(w for _ in range(n_layers))
+
+
+ModelConfig = BertConfig | GPT2Config | LlamaConfig

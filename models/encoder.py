@@ -11,12 +11,11 @@ import torch
 from torch import nn
 
 from . import families, settings
-from .bert import INTERNAL_NAMES, BertModel, SelfAttention
+from .attention import RECORDED
 from .capabilities import Capabilities
-from .config import BertConfig, GPT2Config
 from .errors import InputError, MaskError
-from .gpt2 import GPT2Model
 from .masks import conventions as masks
+from .network import Network
 from .tokens import display_tokens
 
 # Our attention matches transformers' eager model on the same weights to this (max abs difference, float32):
@@ -76,7 +75,16 @@ class EncoderOutput:
 
     @property
     def is_decoder(self) -> bool:
-        return self.kind == "decoder"
+        """Deprecated: ask `capabilities.causal` (or the capability the question is really about)."""
+        return self.capabilities.causal
+
+    def layer_keep(self, layer: int) -> torch.Tensor:
+        """Return (q_pos, k_pos) bool: the mask `layer` applied (keep, narrowed by that layer's sliding window)."""
+        w = self.capabilities.window(layer)
+        if w is None:
+            return self.keep
+        T = self.keep.shape[-1]
+        return self.keep & masks.causal_keep(T, window=w)
 
     @property
     def is_batch(self) -> bool:
@@ -97,8 +105,8 @@ class EncoderOutput:
     @property
     def many_unknown(self) -> bool:
         """True when so many tokens are [UNK] that the model's vocabulary does not cover the text."""
-        if self.is_decoder:
-            return False  # byte-level BPE has no unknown token: every byte is in the vocabulary
+        if not self.capabilities.may_have_unknown:
+            return False  # byte-level vocabularies have no unknown token: every byte is in them
         specials = 2 + int(bool(self.token_type_ids.any()))  # [CLS] a [SEP], plus b [SEP] for a pair
         n_words = max(1, int(self.padding.sum()) - specials)
         if isinstance(self.n_unknown, list):
@@ -123,7 +131,7 @@ class EncoderOutput:
             "keep": self.keep[i, :n, :n],
             "padding": self.padding[i, :n],
         }
-        for name in (*INTERNAL_NAMES, "layer_inputs"):
+        for name in (*RECORDED, "layer_inputs"):
             t = getattr(self, name)
             if t is None:
                 continue
@@ -178,7 +186,7 @@ class Encoder:
 
     def __init__(
         self,
-        model: BertModel | GPT2Model,
+        model: Network,
         tokenizer: Any,
         device: torch.device,
         dtype: torch.dtype,
@@ -189,9 +197,6 @@ class Encoder:
         capabilities: Capabilities | None = None,
     ):
         self.model = _aligned(model.eval().requires_grad_(False))
-        for module in self.model.modules():  # after loading, moving and casting: W_q, W_k, W_v become one weight
-            if isinstance(module, SelfAttention):
-                module.fuse_qkv()
         # The checkpoint's masked-LM head (models.mlm.MlmHead), when it has one; head importance uses it.
         self.mlm_head = _aligned(mlm_head.eval().requires_grad_(False)) if mlm_head is not None else None
         self.tokenizer = tokenizer
@@ -207,17 +212,19 @@ class Encoder:
         self.capabilities: Capabilities = caps
 
     @property
-    def config(self) -> BertConfig | GPT2Config:
+    def config(self) -> Any:
+        """Our config of the model's family (models.config): n_layers, n_heads, d_model, d_k, … for every family."""
         return self.model.config
 
     @property
     def kind(self) -> str:
-        """Return "encoder" (BERT: bidirectional) or "decoder" (GPT-2: causal, predicts the next token)."""
-        return self.model.kind
+        """Return "decoder" (causal: predicts the next token) or "encoder" (bidirectional): for display."""
+        return "decoder" if self.capabilities.causal else "encoder"
 
     @property
     def is_decoder(self) -> bool:
-        return self.kind == "decoder"
+        """Deprecated: ask `capabilities.causal` (or the capability the question is really about)."""
+        return self.capabilities.causal
 
     @property
     def max_tokens(self) -> int:
@@ -234,14 +241,16 @@ class Encoder:
 
     def describe(self) -> dict[str, Any]:
         """Return the facts a page or the CLI shows about this model."""
-        c = self.config
-        return {
+        c, caps = self.config, self.capabilities
+        facts: dict[str, Any] = {
             "name": self.name,
+            "family": caps.family,
             "kind": self.kind,
             "spec": self.spec,
             "source": self.source,
             "layers": c.n_layers,
             "heads": c.n_heads,
+            "kv_heads": caps.kv_heads,
             "d_model": c.d_model,
             "d_k": c.d_k,
             "d_ff": c.d_ff,
@@ -249,9 +258,19 @@ class Encoder:
             "params": self.n_params,
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
+            "causal": caps.causal,
+            "pairs": caps.pairs,
+            "tokens": caps.token_display,
             "mlm_head": self.mlm_head is not None,
-            "lm_head": self.is_decoder,  # GPT-2's next-token head, tied to the token embeddings
+            "lm_head": caps.lm_head == "next_token",  # a decoder's next-token head (tied or its own)
+            "generation": caps.generation,
+            "positions": "rotary" if caps.rotary else "learned",
         }
+        if caps.rotary:
+            facts["rope_theta"] = c.rope_theta
+            facts["rope_type"] = c.rope_type
+        facts["window"] = list(caps.windows) if caps.windows else None
+        return facts
 
     # ---- tokenization -------------------------------------------------------------------------------
 
@@ -296,8 +315,8 @@ class Encoder:
                 raise InputError(f"{len(texts)} first sentences but {len(texts_b)} second sentences")
             seconds = [self._optional(t, f"second sentence {i + 1}") for i, t in enumerate(texts_b)]
             present = [b for b in seconds if b is not None]
-            if present and self.is_decoder:
-                raise InputError("sentence pairs are for BERT encoders: a decoder reads one text (join them instead)")
+            if present and not self.capabilities.pairs:
+                raise InputError("this model reads one text, not a sentence pair (join them instead)")
             if present and len(present) != len(seconds):
                 raise InputError("in a batch of pairs every item needs a second sentence")
             clean_b = present or None
@@ -379,19 +398,20 @@ class Encoder:
             # The applied mask, per sentence: the same for every head unless the user gave per-head masks.
             k4 = masks.as_4d(keep)
             keep_qk = torch.broadcast_to(k4, (B, k4.shape[1], T, T))[:, 0].cpu().clone()
-        if self.is_decoder:
-            # The decoder applies its own causal mask (the tril buffer) inside every layer, ANDed with `keep`.
-            keep_qk &= torch.tril(torch.ones(T, T, dtype=torch.bool))
+        if self.capabilities.causal:
+            # A causal model applies its own mask inside every layer, ANDed with `keep` (sliding-window layers
+            # narrow it further: EncoderOutput.layer_keep).
+            keep_qk &= masks.causal_keep(T)
             if mask_name == "bidirectional":
                 mask_name = "causal"
 
         extra: dict[str, torch.Tensor] = {}
         if internals and res.record is not None:
-            for name in INTERNAL_NAMES:
-                extra[name] = torch.stack(getattr(res.record, name), dim=1).float().cpu()
+            for name in RECORDED:
+                extra[name] = res.record.stacked(name).float().cpu()
             extra["layer_inputs"] = torch.stack(res.record.hidden_states, dim=1).float().cpu()
 
-        unk_id = None if self.is_decoder else getattr(self.tokenizer, "unk_token_id", None)
+        unk_id = getattr(self.tokenizer, "unk_token_id", None) if self.capabilities.may_have_unknown else None
         n_unknown = [int((row == unk_id).sum()) for row in input_ids] if unk_id is not None else [0] * B
         notes = []
         if any(cut):
@@ -406,7 +426,7 @@ class Encoder:
 
         return EncoderOutput(
             tokens=batch.tokens,
-            display_tokens=[display_tokens(row, byte_level=self.is_decoder) for row in batch.tokens],
+            display_tokens=[display_tokens(row, self.capabilities.token_display) for row in batch.tokens],
             kind=self.kind,
             capabilities=self.capabilities,
             input_ids=input_ids,

@@ -9,12 +9,15 @@ mirror Hugging Face's `BertLMPredictionHead`, so porting is a strict state-dict 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bert import _ACTIVATIONS
 from .config import BertConfig
+from .network import ACTIVATIONS
+from .porting import strict_copy
 
 PREFIX = "cls.predictions."
 
@@ -23,7 +26,7 @@ class Transform(nn.Module):
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.dense = nn.Linear(cfg.d_model, cfg.d_model)
-        self.act = _ACTIVATIONS[cfg.hidden_act]
+        self.act = ACTIVATIONS[cfg.hidden_act]
         self.LayerNorm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -63,3 +66,45 @@ class MlmHead(nn.Module):
 def has_mlm_head(unexpected_keys: list[str]) -> bool:
     """Return whether a BertModel load left masked-LM head weights unused (the checkpoint carries a head)."""
     return any(str(k).startswith(PREFIX) for k in unexpected_keys)
+
+
+def port_mlm_head(hf_mlm: Any, cfg: BertConfig) -> MlmHead:
+    """Return our MlmHead holding the tensors of a transformers BertForMaskedLM, after a strict key check.
+
+    A tied decoder is not copied: call `tie(encoder.embeddings.word_embeddings)` on the result.
+    """
+    state = hf_mlm.state_dict()
+    embeddings = hf_mlm.get_input_embeddings().weight
+    decoder = state.get(PREFIX + "decoder.weight")
+    tied = decoder is None or decoder.data_ptr() == embeddings.data_ptr()
+    # decoder.bias is the same tensor as bias in transformers' head; tied decoder weights live in the encoder.
+    skip = {PREFIX + "decoder.bias"} | ({PREFIX + "decoder.weight"} if tied else set())
+    theirs = {k[len(PREFIX) :]: v for k, v in state.items() if k.startswith(PREFIX) and k not in skip}
+    with torch.device("meta"):
+        head = MlmHead(cfg, tied=tied)
+    strict_copy(head, theirs, "BERT's masked-LM head")
+    return head
+
+
+def load_mlm_head(source: str, cfg: BertConfig, info: dict[str, Any]) -> MlmHead | None:
+    """Return the masked-LM head of a checkpoint that carries one (the BertModel load left `cls.predictions.*`
+    unused, `info`); None when it has none or it is incomplete.
+
+    A second, memory-mapped read of the same files (tens of ms): the BertModel load stays exactly what it was
+    for every checkpoint, head or not.
+    """
+    if not has_mlm_head(info.get("unexpected_keys", [])):
+        return None
+    from transformers import BertForMaskedLM
+
+    try:
+        loaded: Any = BertForMaskedLM.from_pretrained(
+            source, attn_implementation="eager", dtype=torch.float32, weights_only=True, output_loading_info=True
+        )
+        hf_mlm, more = loaded
+    except Exception:  # noqa: BLE001 - the encoder loaded; without a readable head importance uses its proxy
+        return None
+    gaps = [*more.get("missing_keys", []), *more.get("mismatched_keys", [])]
+    if any(str(k if isinstance(k, str) else k[0]).startswith(PREFIX) for k in gaps):
+        return None  # transformers would have filled the gaps with random values
+    return port_mlm_head(hf_mlm, cfg)

@@ -62,8 +62,10 @@ CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
     "d_model": (1, 16_384),
     "d_ff": (1, 65_536),
     "vocab_size": (1, 1_000_000),
-    "max_positions": (1, 65_536),
+    "max_positions": (1, 131_072),
     "type_vocab_size": (0, 1_024),
+    "kv_heads": (1, 256),
+    "head_dim": (1, 1_024),
 }
 MAX_PARAMS = 4_000_000_000  # about 16 GB in fp32: the estimate of a config's parameters must stay below
 
@@ -203,8 +205,14 @@ def check_model_shape(
     vocab_size: int,
     max_positions: int,
     type_vocab_size: int = 0,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
 ) -> None:
-    """Refuse a config whose sizes are out of bounds or inconsistent, before any weight is allocated."""
+    """Refuse a config whose sizes are out of bounds or inconsistent, before any weight is allocated.
+
+    kv_heads: key/value heads of a grouped-query model (they must divide n_heads); head_dim: an explicit width of
+    one head (Qwen3's 128 at d_model 1024), else d_model // n_heads, which must then divide evenly.
+    """
     values = dict(
         n_layers=n_layers,
         n_heads=n_heads,
@@ -214,16 +222,27 @@ def check_model_shape(
         max_positions=max_positions,
         type_vocab_size=type_vocab_size,
     )
+    if kv_heads is not None:
+        values["kv_heads"] = kv_heads
+    if head_dim is not None:
+        values["head_dim"] = head_dim
     for name, v in values.items():
         lo, hi = CONFIG_BOUNDS[name]
         if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
             shown = v if len(str(v)) <= 30 else f"a {len(str(v))}-digit number"
             raise ModelLoadError(f"config.json: {name} is {shown}; a model here has {lo:,} to {hi:,}")
-    if d_model % n_heads:
+    if head_dim is None and d_model % n_heads:
         raise ModelLoadError(
             f"config.json: d_model {d_model} is not a multiple of n_heads {n_heads}: heads cannot split it"
         )
-    params = vocab_size * d_model + max_positions * d_model + n_layers * (4 * d_model * d_model + 2 * d_model * d_ff)
+    if kv_heads is not None and n_heads % kv_heads:
+        raise ModelLoadError(
+            f"config.json: {n_heads} query heads cannot share {kv_heads} key/value heads evenly (a multiple is needed)"
+        )
+    d_k = head_dim if head_dim is not None else d_model // n_heads
+    kv = kv_heads if kv_heads is not None else n_heads
+    attn = d_model * d_k * (2 * n_heads + 2 * kv)  # W_q, W_o and the key/value projections
+    params = vocab_size * d_model + max_positions * d_model + n_layers * (attn + 3 * d_model * d_ff)
     if params > MAX_PARAMS:
         raise ModelLoadError(
             f"config.json describes about {params / 1e9:.1f} billion parameters; a model here has at most "

@@ -29,6 +29,26 @@ def byte_level_to_text(token: str) -> str:
     return bytes(_CHAR_TO_BYTE[c] for c in token).decode("utf-8", errors="backslashreplace")
 
 
-def display_tokens(tokens: list[str], byte_level: bool) -> list[str]:
-    """Return the tokens as people should read them (byte-level BPE decoded; WordPiece unchanged)."""
-    return [byte_level_to_text(t) for t in tokens] if byte_level else list(tokens)
+def sentencepiece_to_text(token: str) -> str:
+    """Return the text one SentencePiece token stands for: `▁the` → ` the`, `<0x0A>` → a newline."""
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        try:
+            return bytes([int(token[3:5], 16)]).decode("utf-8", errors="backslashreplace")
+        except ValueError:
+            return token
+    return token.replace("▁", " ")
+
+
+def display_tokens(tokens: list[str], kind: str | bool = "plain", byte_level: bool | None = None) -> list[str]:
+    """Return the tokens as people should read them: byte-level BPE and SentencePiece decoded, WordPiece as is.
+
+    kind: a Capabilities.token_display ("byte_level", "sentencepiece", "wordpiece", "plain"); True / False (or
+    byte_level=) are the older spelling of byte-level or not.
+    """
+    if byte_level is not None:
+        kind = byte_level
+    if kind is True or kind == "byte_level":
+        return [byte_level_to_text(t) for t in tokens]
+    if kind == "sentencepiece":
+        return [sentencepiece_to_text(t) for t in tokens]
+    return list(tokens)

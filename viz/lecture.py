@@ -188,6 +188,29 @@ def token_bars(
     return _layout(fig, title, font_size, 300 + 8 * font_size)
 
 
+def line_chart(
+    x: np.ndarray,
+    y: np.ndarray,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    font_size: int = 12,
+) -> go.Figure:
+    """Return one line with markers: y against x (e.g. q·k against the distance between the positions)."""
+    fig = go.Figure(
+        go.Scatter(
+            x=np.asarray(x).tolist(),
+            y=np.asarray(y, dtype=np.float64).tolist(),
+            mode="lines+markers",
+            line=dict(color=SERIES_COLORS[0]),
+            hovertemplate=f"{x_title} %{{x}}: %{{y:.3f}}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title, zeroline=True)
+    return _layout(fig, title, font_size, 300 + 8 * font_size)
+
+
 def compare_bars(
     series: Mapping[str, np.ndarray],
     labels: Sequence[str],

@@ -28,7 +28,9 @@ GAP_INDEX = LEVELS + 1
 MASKED_RGB = (150, 150, 150)
 GAP_RGB = (200, 200, 200)  # light grey grid lines between tiles
 SELECTED = "#e4572e"
-SCALES = ("sqrt", "map")  # colour ∝ √weight shared by all tiles, or each tile linear to its own maximum
+# Colour ∝ √weight shared by all tiles; each tile linear to its own maximum; or log10(weight) from 10⁻⁴ to 1.
+SCALES = ("sqrt", "map", "log")
+LOG_FLOOR = 1e-4  # the log scale's lowest colour: weights at or below it look the same
 
 
 def colour_table(colorscale: str = COLORSCALE, levels: int = LEVELS) -> np.ndarray:
@@ -97,10 +99,16 @@ class Mosaic:
     factor: int  # tokens per pooled cell along each axis (1 = every token has its own cell)
     upscale: int  # pixels per cell: short inputs are enlarged so tiles stay legible
     n_values: int  # attention values the mosaic stands for (layers · heads · q · k)
+    group: int = 1  # heads per key/value group (grouped-query attention): a wider gap after each group
+    group_gap: int = 0  # extra pixels between groups
+
+    def tile_x(self, head: int) -> int:
+        """Return the left pixel column of head's tiles."""
+        return head * (self.tile_w + self.gap) + (head // self.group) * self.group_gap
 
     @property
     def width(self) -> int:
-        return self.heads * (self.tile_w + self.gap) - self.gap
+        return self.tile_x(self.heads - 1) + self.tile_w
 
     @property
     def height(self) -> int:
@@ -117,13 +125,12 @@ class Mosaic:
 
     def tile_center(self, layer: int, head: int) -> tuple[float, float]:
         """Return the (x, y) pixel centre of a tile."""
-        return head * (self.tile_w + self.gap) + (self.tile_w - 1) / 2, layer * (self.tile_h + self.gap) + (
-            self.tile_h - 1
-        ) / 2
+        return self.tile_x(head) + (self.tile_w - 1) / 2, layer * (self.tile_h + self.gap) + (self.tile_h - 1) / 2
 
     def tile_at(self, x: float, y: float) -> tuple[int, int]:
         """Return the (layer, head) whose tile is nearest to pixel (x, y)."""
-        head = int(np.clip(round((x - (self.tile_w - 1) / 2) / (self.tile_w + self.gap)), 0, self.heads - 1))
+        centers = np.array([self.tile_x(h) + (self.tile_w - 1) / 2 for h in range(self.heads)])
+        head = int(np.abs(centers - x).argmin())
         layer = int(np.clip(round((y - (self.tile_h - 1) / 2) / (self.tile_h + self.gap)), 0, self.layers - 1))
         return layer, head
 
@@ -136,13 +143,21 @@ def render_mosaic(
     gap: int = 2,
     scale: str = "sqrt",
     colorscale: str = COLORSCALE,
+    exclude_first: bool = False,
+    group: int = 1,
 ) -> Mosaic:
     """Return the mosaic PNG of (layers, heads, q_pos, k_pos) maps, one tile per head, rows = layers.
 
     scale 'sqrt' (default): colour ∝ √weight on 0–1, the same for every tile, so heads compare and a near-uniform
     head looks pale rather than saturated, while weak structure stays visible. scale 'map': each tile linear from
     0 to its own maximum. Maps longer than max_tile tokens are max-pooled; maps shorter than min_tile pixels are
-    enlarged by whole pixels. Cells that keep (q_pos, k_pos) hides are drawn grey.
+    enlarged by whole pixels. Cells that keep (q_pos, k_pos) hides are drawn grey. scale 'log': log10 of the
+    weight from LOG_FLOOR to 1, which shows a head's pattern beside a first-token sink that takes most of it.
+
+    exclude_first: each tile's colours run up to the largest weight on keys after the first (the first key's
+    column is drawn at the top colour when it is above that): a decoder's attention sink, which takes 0.3–0.9 of
+    every row, no longer washes the rest of the map out. group: heads per key/value group (grouped-query
+    attention): the tiles of one group sit together, with a wider gap after each group.
     """
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
@@ -156,12 +171,24 @@ def render_mosaic(
     pooled = pool_max(attn, factor)  # (L, H, qb, kb)
     qb, kb = pooled.shape[-2:]
     # One float buffer, worked on in place (the maps can be 10⁷ values: every temporary is a pass over memory).
-    if scale == "sqrt":
-        level = np.clip(pooled, 0.0, 1.0)  # a new array: the maps themselves are never written
-        np.sqrt(level, out=level)
+    if exclude_first and k > 1:
+        top = attn[..., 1:].max(axis=(-2, -1), keepdims=True)  # (L, H, 1, 1): the tile's weights past the sink
+        top = np.where(top > 0, top, 1.0)
     else:
-        top = pooled.max(axis=(-2, -1), keepdims=True)
-        level = pooled / np.where(top > 0, top, 1.0)
+        top = np.ones((L, H, 1, 1), dtype=np.float32) if scale != "map" else pooled.max(axis=(-2, -1), keepdims=True)
+        top = np.where(top > 0, top, 1.0)
+    if scale == "sqrt":
+        level = pooled / top  # a new array: the maps themselves are never written
+        np.clip(level, 0.0, 1.0, out=level)
+        np.sqrt(level, out=level)
+    elif scale == "log":
+        level = np.maximum(pooled / top, LOG_FLOOR)
+        np.log10(level, out=level)
+        level /= -math.log10(LOG_FLOOR)
+        level += 1.0
+        np.clip(level, 0.0, 1.0, out=level)
+    else:
+        level = pooled / top
         np.clip(level, 0.0, 1.0, out=level)
     level *= LEVELS - 1
     np.rint(level, out=level)
@@ -182,6 +209,14 @@ def render_mosaic(
     grid = np.full((L, th + gap, H, tw + gap), GAP_INDEX, dtype=np.uint8)
     grid[:, :th, :, :tw] = index.transpose(0, 2, 1, 3)
     canvas = grid.reshape(L * (th + gap), H * (tw + gap))[: L * (th + gap) - gap, : H * (tw + gap) - gap]
+    group = group if 1 < group < H and H % group == 0 else 1
+    group_gap = max(4, 3 * gap) if group > 1 else 0
+    if group > 1:  # widen the gap after every group of heads that share a key/value head
+        cols = H * (tw + gap) - gap
+        pieces = np.split(canvas, [g * group * (tw + gap) for g in range(1, H // group)], axis=1)
+        spacer = np.full((canvas.shape[0], group_gap), GAP_INDEX, dtype=np.uint8)
+        canvas = np.concatenate([p for piece in pieces for p in (piece, spacer)][:-1], axis=1)
+        assert canvas.shape[1] == cols + (H // group - 1) * group_gap
 
     img = Image.fromarray(np.ascontiguousarray(canvas), mode="P")
     img.putpalette(_palette(colorscale))
@@ -201,6 +236,8 @@ def render_mosaic(
         factor=factor,
         upscale=upscale,
         n_values=L * H * q * k,
+        group=group,
+        group_gap=group_gap,
     )
 
 
@@ -212,25 +249,29 @@ def overview_figure(
     layer_prefix: str = "L",
     head_prefix: str = "H",
     width_hint: int = 980,
+    group_prefix: str = "KV",
+    extra: list[list[object]] | None = None,
 ) -> go.Figure:
     """Return the overview figure: the mosaic as one image, L/H tick labels, and one invisible point per tile.
 
     The points carry customdata (layer, head), give the hover label and make a tile clickable (plotly selection
-    events); hoverdistance −1 makes the nearest tile answer anywhere on the image.
+    events); hoverdistance −1 makes the nearest tile answer anywhere on the image. extra: more customdata per
+    tile (layer-major, appended after layer and head) for the hover text, e.g. the key/value head it reads and
+    its share of attention on the first token.
     """
     centers = [
         (mosaic.tile_center(layer, head), layer, head) for layer in range(mosaic.layers) for head in range(mosaic.heads)
     ]
     xs = [c[0][0] for c in centers]
     ys = [c[0][1] for c in centers]
-    custom = [[c[1], c[2]] for c in centers]
+    custom = [[c[1], c[2], *(extra[i] if extra is not None else [])] for i, c in enumerate(centers)]
     head_ticks = [mosaic.tile_center(0, h)[0] for h in range(mosaic.heads)]
     layer_ticks = [mosaic.tile_center(layer, 0)[1] for layer in range(mosaic.layers)]
     shapes: list[dict[str, object]] = []
     if selected is not None:
         layer, head = selected
         if 0 <= layer < mosaic.layers and 0 <= head < mosaic.heads:
-            x0 = head * (mosaic.tile_w + mosaic.gap) - 0.5
+            x0 = mosaic.tile_x(head) - 0.5
             y0 = layer * (mosaic.tile_h + mosaic.gap) - 0.5
             shapes.append(
                 dict(
@@ -245,6 +286,29 @@ def overview_figure(
             )
     aspect = mosaic.height / max(1, mosaic.width)
     top = 64 if title else 34
+    annotations: list[dict[str, object]] = []
+    if mosaic.group > 1:  # a bracket over each group of heads that share a key/value head, and its number
+        for g in range(mosaic.heads // mosaic.group):
+            x0 = mosaic.tile_x(g * mosaic.group) - 0.5
+            x1 = mosaic.tile_x((g + 1) * mosaic.group - 1) + mosaic.tile_w - 0.5
+            shapes.append(
+                dict(
+                    type="line", xref="x", yref="paper", x0=x0, x1=x1, y0=1.0, y1=1.0, line=dict(width=3, color="#555")
+                )
+            )
+            annotations.append(
+                dict(
+                    x=(x0 + x1) / 2,
+                    y=1.0,
+                    xref="x",
+                    yref="paper",
+                    yanchor="bottom",
+                    text=f"{group_prefix}{g}",
+                    showarrow=False,
+                    font=dict(size=11, color="#555"),
+                )
+            )
+        top += 18
     layout: dict[str, object] = dict(
         title=dict(text=title, y=0.99, yanchor="top", x=0.0, xanchor="left") if title else None,
         xaxis=dict(
@@ -276,6 +340,8 @@ def overview_figure(
     )
     if shapes:
         layout["shapes"] = shapes
+    if annotations:
+        layout["annotations"] = annotations
     # One constructor call with everything: building the figure step by step (add_trace, add_shape, then
     # update_layout) sent every key through plotly's update machinery and cost ~5× as much (13 ms against 2.5 ms
     # on the 2-core machine, once per typed text), for the same figure.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -118,7 +118,7 @@ def buckets(encoder: Encoder, lines: Sequence[Line], budget: int | None = None) 
 
 def _batch(encoder: Encoder, lines: Sequence[Line], mask: str | None) -> tuple[Batch, list[list[str]], int]:
     """Return a padded batch on the device for some lines, its tokens, and how many lines were truncated."""
-    if encoder.is_decoder:  # a decoder reads one text: a pair's halves are joined
+    if not encoder.capabilities.pairs:  # a model that reads one text: a pair's halves are joined
         texts = [ln.text if ln.text_b is None else f"{ln.text} {ln.text_b}" for ln in lines]
         texts_b = None
     else:
@@ -160,15 +160,18 @@ def analyse_corpus(
             batch, tokens, cut = _batch(encoder, [lines[i] for i in group], mask)
             truncated += cut
             for i, row, real in zip(group, tokens, batch.real.sum(-1).tolist(), strict=True):
-                tokens_by_line[i] = display_tokens(row[:real], byte_level=encoder.is_decoder)
+                tokens_by_line[i] = display_tokens(row[:real], encoder.capabilities.token_display)
             res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, record=True)
-            context = torch.stack(res.record.context, dim=1)  # (B, layers, heads, seq, d_k)
+            assert res.record is not None  # record=True
+            context = res.record.stacked("context")  # (B, layers, heads, seq, d_k)
             roles = Roles.of(tokens, batch.real, batch.token_type_ids, encoder.device, sep, specials)
             acc.add(res.attentions, roles, context.float())
             done += len(group)
             if progress is not None:
                 progress(done / len(lines), f"{done:,} / {len(lines):,} lines, {len(lines) - done:,} to go")
-    return acc.report(encoder.name, tokens=tokens_by_line, kind=encoder.kind), truncated
+    caps = encoder.capabilities
+    report = acc.report(encoder.name, tokens=tokens_by_line, causal=caps.causal)
+    return (replace(report, group=caps.group_size) if caps.grouped else report), truncated
 
 
 def corpus_importance(

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..encoder import EncoderOutput
-from ..tokens import byte_level_to_text
+from ..tokens import byte_level_to_text, display_tokens
 
 # Label thresholds (Clark et al.): a share above these makes the head that kind of head.
 THRESHOLDS: dict[str, float] = {
@@ -32,7 +32,7 @@ THRESHOLDS: dict[str, float] = {
     "punct": 0.6,  # … to punctuation
     "block": 0.8,  # sentence pairs: share each sentence keeps inside itself (the smaller of the two)
     "broad": 0.9,  # normalised entropy (entropy / ln n); 1 = uniform
-    "first": 0.6,  # decoders: mean attention to the first token from the rows after it (an attention sink)
+    "sink": 0.6,  # causal models: mean attention to the first token from the rows after it (an attention sink)
     "induction": 0.4,  # decoders: induction score on a repeated random sequence (models.analysis.induction)
 }
 # Checked in this order; the first that holds names the head. Diagonal patterns before vertical ones before
@@ -40,7 +40,7 @@ THRESHOLDS: dict[str, float] = {
 LABELS = ("prev", "next", "cls", "sep", "punct", "block", "broad", "heterogeneous")
 # A decoder's: no [CLS]/[SEP], no pairs, no next token (the causal mask hides it); the first token and
 # induction instead (Olsson et al. 2022). Induction before previous-token: an induction head is the more specific.
-DECODER_LABELS = ("induction", "prev", "first", "punct", "broad", "heterogeneous")
+DECODER_LABELS = ("induction", "prev", "sink", "punct", "broad", "heterogeneous")
 # The statistics a table shows, per family.
 ENCODER_COLUMNS = ("cls", "sep", "punct", "self", "prev", "next", "confidence")
 DECODER_COLUMNS = ("first", "punct", "self", "prev", "confidence")
@@ -118,12 +118,13 @@ class Roles:
     def of_output(cls, out: EncoderOutput, device: torch.device | str | None = None, sep_token: str = "[SEP]") -> Roles:
         """Build from an EncoderOutput, single (a batch of one) or batched."""
         tokens = out.tokens
-        if out.is_decoder:
-            # Byte-level BPE: judge punctuation on the readable text, without the leading space (` .` is a full stop).
-            if out.is_batch:
-                tokens = [[byte_level_to_text(t).strip() or t for t in row] for row in out.tokens]
-            else:
-                tokens = [byte_level_to_text(t).strip() or t for t in out.tokens]
+        shown = out.capabilities.token_display
+        if shown in ("byte_level", "sentencepiece"):
+            # Judge punctuation on the readable text, without the leading space (` .` is a full stop).
+            def readable(row: list[str]) -> list[str]:
+                return [d.strip() or t for d, t in zip(display_tokens(row, shown), row, strict=True)]
+
+            tokens = [readable(row) for row in out.tokens] if out.is_batch else readable(out.tokens)
         if out.is_batch:
             return cls.of(tokens, out.padding, out.token_type_ids, device, sep_token)
         return cls.of([tokens], out.padding[None], out.token_type_ids[None], device, sep_token)
@@ -205,13 +206,14 @@ def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
 
 
 def label_heads(
-    stats: dict[str, np.ndarray], pairs: bool, kind: str = "encoder", induction: np.ndarray | None = None
+    stats: dict[str, np.ndarray], pairs: bool, causal: bool = False, induction: np.ndarray | None = None
 ) -> np.ndarray:
     """Return the pattern label of every head, (layers, heads) of str, first rule that holds.
 
     stats: arrays (layers, heads) as from `HeadReport.stats`; pairs: whether the input had sentence pairs
-    (only then can a head be 'block'). kind "encoder" labels from LABELS; "decoder" from DECODER_LABELS, with
-    induction: (layers, heads) induction scores, or None to skip that label.
+    (only then can a head be 'block'). A bidirectional model's labels come from LABELS; a causal model's from
+    DECODER_LABELS (no next token to see; the first token's sink instead), with induction: (layers, heads)
+    induction scores, or None to skip that label.
     """
     shape = np.shape(stats["entropy"])
     labels = np.full(shape, "heterogeneous", dtype=object)
@@ -222,12 +224,12 @@ def label_heads(
         labels[hit] = name
         done[hit] = True
 
-    if kind == "decoder":
+    if causal:
         if induction is not None:
             assign("induction", np.asarray(induction) > THRESHOLDS["induction"])
         assign("prev", np.asarray(stats["prev"]) > THRESHOLDS["prev"])
         first, punct = np.asarray(stats["first"]), np.asarray(stats["punct"])
-        assign("first", (first > THRESHOLDS["first"]) & (first >= punct))
+        assign("sink", (first > THRESHOLDS["sink"]) & (first >= punct))
         assign("punct", punct > THRESHOLDS["punct"])
         assign("broad", np.asarray(stats["entropy_norm"]) > THRESHOLDS["broad"])
         return labels.astype(str)
@@ -546,21 +548,46 @@ class HeadReport:
     order: list[int] = field(default_factory=list)  # cluster order (average linkage on js)
     coords: np.ndarray | None = None  # (N, 2) metric MDS on js
     stress: float = 0.0  # MDS stress-1
-    kind: str = "encoder"  # the model's family: "decoder" reports use DECODER_LABELS and DECODER_COLUMNS
-    induction: np.ndarray | None = None  # (layers, heads) induction scores (decoders, when computed)
+    causal: bool = False  # a causal model's maps: DECODER_LABELS and DECODER_COLUMNS
+    group: int = 1  # query heads per key/value head (grouped-query attention); 1 for multi-head attention
+    induction: np.ndarray | None = None  # (layers, heads) induction scores (causal models, when computed)
+
+    @property
+    def kind(self) -> str:
+        """Return "decoder" for a causal model's report, else "encoder" (the `kind` of the CLI's JSON)."""
+        return "decoder" if self.causal else "encoder"
 
     @property
     def label_set(self) -> tuple[str, ...]:
-        return DECODER_LABELS if self.kind == "decoder" else LABELS
+        return DECODER_LABELS if self.causal else LABELS
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return DECODER_COLUMNS if self.kind == "decoder" else ENCODER_COLUMNS
+        return DECODER_COLUMNS if self.causal else ENCODER_COLUMNS
 
     def with_induction(self, scores: np.ndarray) -> HeadReport:
-        """Return this (decoder) report with induction scores and labels that take them into account."""
-        labels = label_heads(self.stats, self.pairs, self.kind, scores)
+        """Return this (causal) report with induction scores and labels that take them into account."""
+        labels = label_heads(self.stats, self.pairs, self.causal, scores)
         return replace(self, induction=np.asarray(scores, dtype=np.float64), labels=labels)
+
+    def same_kv_head(self, a: int, b: int) -> bool:
+        """Return whether heads a and b (layer-major indices) are in one layer and read the same key/value head."""
+        H = self.n_heads
+        return self.group > 1 and a // H == b // H and (a % H) // self.group == (b % H) // self.group
+
+    def kv_groups(self) -> tuple[float, float] | None:
+        """Return (mean JS per row between heads that share a key/value head, between the other heads of the same
+        layer), or None without grouping: do heads that read the same keys attend alike? (docs/METRICS.md)"""
+        if self.group <= 1:
+            return None
+        H, js = self.n_heads, self.js_per_row
+        layer = np.arange(self.n_layers * H) // H
+        kv = (np.arange(self.n_layers * H) % H) // self.group
+        same_layer = layer[:, None] == layer[None, :]
+        off = ~np.eye(len(layer), dtype=bool)
+        within = same_layer & (kv[:, None] == kv[None, :]) & off
+        across = same_layer & (kv[:, None] != kv[None, :])
+        return float(js[within].mean()), float(js[across].mean())
 
     @property
     def js_per_row(self) -> np.ndarray:
@@ -655,7 +682,7 @@ class Accumulator:
             self.cka.add(context, roles.real)
 
     def report(
-        self, model: str, tokens: list | None = None, cka: torch.Tensor | None = None, kind: str = "encoder"
+        self, model: str, tokens: list | None = None, cka: torch.Tensor | None = None, causal: bool = False
     ) -> HeadReport:
         """Return the HeadReport of everything added (cka: a matrix computed elsewhere, for a single input)."""
         if self.js is None or self.gram is None:
@@ -665,9 +692,9 @@ class Accumulator:
         for k in STATS:
             denom = self.pair_items if k == "block" else self.sentences
             stats[k] = (self.sums[k] / denom).cpu().numpy() if denom else np.full((L, H), np.nan)
-        if kind == "decoder":  # row i of a decoder sees i + 1 keys: its normaliser is ln(i + 1), not ln n
+        if causal:  # row i of a causal model sees i + 1 keys: its normaliser is ln(i + 1), not ln n
             stats["entropy_norm"] = stats["entropy_norm_causal"]
-        labels = label_heads(stats, pairs=self.pair_items > 0, kind=kind)
+        labels = label_heads(stats, pairs=self.pair_items > 0, causal=causal)
         js = self.js.matrix().cpu().numpy()
         if cka is None:
             cka = self.cka.matrix() if self.cka is not None else torch.full((L * H, L * H), torch.nan)
@@ -690,7 +717,7 @@ class Accumulator:
             order=order,
             coords=coords,
             stress=stress,
-            kind=kind,
+            causal=causal,
         )
 
 
@@ -708,7 +735,9 @@ def analyse(out: EncoderOutput, device: torch.device | str | None = None) -> Hea
     acc.add(out.attentions[None].to(dev), roles)
     cka = cka_matrix(out.context.to(dev), out.padding.to(dev)) if out.context is not None else None
     n = int(out.padding.sum())
-    return acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka, kind=out.kind)
+    report = acc.report(out.model, tokens=list(out.tokens[:n]), cka=cka, causal=out.capabilities.causal)
+    caps = out.capabilities
+    return replace(report, group=caps.group_size) if caps.grouped and caps.heads == out.n_heads else report
 
 
 def analyse_maps(
@@ -718,7 +747,7 @@ def analyse_maps(
     token_type_ids: np.ndarray | None = None,
     model: str = "",
     device: torch.device | str | None = None,
-    kind: str = "encoder",
+    causal: bool = False,
 ) -> HeadReport:
     """Return the HeadReport of maps that came without a model (an attention file): CKA is NaN (it needs the
     heads' outputs).
@@ -734,12 +763,12 @@ def analyse_maps(
     keys = list(k_tokens) if k_tokens is not None else list(q_tokens)
     if Q == K and keys == list(q_tokens):
         types = torch.as_tensor(np.zeros(Q) if token_type_ids is None else np.asarray(token_type_ids)).long()
-        # A decoder's byte-level tokens are judged as their text, as `analyse` does (Roles.of_output).
-        judged = [byte_level_to_text(t).strip() or t for t in q_tokens] if kind == "decoder" else list(q_tokens)
+        # Byte-level tokens are judged as their text, as `analyse` does (Roles.of_output).
+        judged = [byte_level_to_text(t).strip() or t for t in q_tokens]
         roles = Roles.of([judged], torch.ones(1, Q, dtype=torch.bool), types[None], dev)
         acc = Accumulator(L, H, with_cka=False)
         acc.add(a[None], roles)
-        return acc.report(model, tokens=list(q_tokens), kind=kind)
+        return acc.report(model, tokens=list(q_tokens), causal=causal)
 
     row_entropy = -torch.special.xlogy(a, a).sum(-1)  # (L, H, Q)
     sep = torch.tensor([t == "[SEP]" for t in keys], dtype=torch.float32, device=dev)

@@ -120,7 +120,7 @@ def normalise(raw: np.ndarray) -> np.ndarray:
 
 def measure_of(encoder: Encoder) -> str:
     """Return 'lm' for a decoder, 'mlm' when the checkpoint has a masked-LM head, else 'proxy'."""
-    if getattr(encoder, "is_decoder", False):
+    if encoder.capabilities.lm_head == "next_token":
         return "lm"
     return "mlm" if getattr(encoder, "mlm_head", None) is not None else "proxy"
 

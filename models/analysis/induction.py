@@ -29,7 +29,8 @@ def repeated_random_tokens(encoder: Encoder, n: int = SEQ, batch: int = BATCH, s
     gen = torch.Generator().manual_seed(seed)
     half = ordinary[torch.randint(0, len(ordinary), (batch, n), generator=gen)]  # (batch, n)
     bos = getattr(encoder.tokenizer, "bos_token_id", None)
-    bos = encoder.config.eos_token_id if bos is None else bos  # type: ignore[union-attr]
+    bos = getattr(encoder.config, "bos_token_id", None) if bos is None else bos
+    bos = 0 if bos is None else bos
     return torch.cat([torch.full((batch, 1), int(bos), dtype=torch.long), half, half], dim=1)
 
 
@@ -53,7 +54,7 @@ def induction_from_maps(attn: torch.Tensor, start: torch.Tensor, n: int) -> torc
 @torch.inference_mode()
 def induction_scores(encoder: Encoder, n: int = SEQ, batch: int = BATCH, seed: int = SEED) -> np.ndarray:
     """Return (layers, heads) induction scores in [0, 1] of a decoder (see the module docstring)."""
-    if not encoder.is_decoder:
+    if not encoder.capabilities.causal:
         raise InputError("induction scores are for decoders: an encoder sees the repeated copy from both sides")
     n = min(n, (encoder.max_tokens - 1) // 2)
     ids = repeated_random_tokens(encoder, n, batch, seed).to(encoder.device)

@@ -26,6 +26,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--top-k", type=int, default=None, help="sample from the K most likely tokens (greedy without it)")
     p.add_argument("--seed", type=int, default=0, help="seed of top-k sampling (default 0)")
+    p.add_argument(
+        "--chat", action="store_true", help="put the prompt in the tokenizer's chat template (instruct models)"
+    )
     p.add_argument("--json", action="store_true", help="print {prompt_tokens, generated_tokens, text, stop} as JSON")
     p.add_argument(
         "--out", default=None, help="write tokens, rows (steps, layers, heads, max_len) and lengths to FILE.npz"
@@ -35,16 +38,18 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.model is None:
         raise UsageError(
-            "generate: --model is required: a GPT-2 decoder (gpt2, distilgpt2, a folder, random:gpt2-tiny)"
+            "generate: --model is required: a decoder (smollm2, gpt2, distilgpt2, a folder, random:gpt2-tiny)"
         )
     if args.tokens < 1:
         raise UsageError(f"generate: --tokens must be ≥ 1, got {args.tokens}")
     if args.top_k is not None and args.top_k < 1:
         raise UsageError(f"generate: --top-k must be ≥ 1, got {args.top_k}")
     dec = load_model(args.model, device=args.device, dtype=args.dtype)
-    if not dec.is_decoder:
-        raise UsageError(f"generate: {args.model} is an encoder (BERT); generation needs a decoder such as gpt2")
-    g = generate(dec, args.prompt, args.tokens, top_k=args.top_k, seed=args.seed, check=args.out is not None)
+    if not dec.capabilities.generation:
+        raise UsageError(f"generate: {args.model} cannot generate (an encoder); use a decoder such as smollm2")
+    g = generate(
+        dec, args.prompt, args.tokens, top_k=args.top_k, seed=args.seed, check=args.out is not None, chat=args.chat
+    )
     for note in g.notes:
         print(f"notice: {note}", file=sys.stderr)
     if args.out:

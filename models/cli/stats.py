@@ -80,12 +80,12 @@ def run(args: argparse.Namespace) -> int:
         out = enc.encode(args.text, args.text_b, mask=args.mask, internals=True)
         notes += out.notes
         report = analyse(out, enc.device)
-        if enc.is_decoder:
+        if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
         importance = None if args.no_importance else head_importance(enc, out)
     else:
         report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
-        if enc.is_decoder:
+        if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
         if truncated:
             notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
@@ -118,7 +118,7 @@ def _run_file(args: argparse.Namespace) -> int:
     for note in maps.notes:
         print(f"warning: {note}", file=sys.stderr)
     report = analyse_maps(
-        maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model, kind=maps.kind
+        maps.attentions, maps.q_tokens, maps.k_tokens, maps.token_type_ids, model=maps.model, causal=maps.causal
     )
     doc = report.to_json()
     doc["redundancy"]["cka"] = None  # CKA compares the heads' outputs: a file holds only their maps

@@ -1,13 +1,14 @@
 """Generation step by step with our own KV cache: what a decoder keeps, and what each new token looks at.
 
-`generate` runs a decoder (models.gpt2.GPT2Model) on a prompt, then adds one token at a time, greedy or top-k:
+`generate` runs a model that can generate (capabilities.generation: GPT-2, the Llama family) on a prompt, then
+adds one token at a time, greedy or top-k:
 
     step 0      the prompt (P tokens) in one pass; the cache is filled with P keys and values per layer and head
     step s ≥ 1  only the token chosen at step s − 1 goes in; its query row attends over all P + s cached keys
 
 and records, per step, the newest token's attention row in every layer and head (its query over every cached
-key), the cache's shape (batch, heads, seq, d_k) and bytes as it grows, the memory page's formula for the same
-cache, and the measured peak of the step. `check=True` runs the whole sequence once more without a cache and
+key), the cache's shape (batch, kv_heads, seq, d_k) and bytes as it grows (grouped models cache kv_heads, not
+heads), the memory page's formula for the same cache, and the measured peak of the step. `check=True` runs the whole sequence once more without a cache and
 compares each step's rows with the same rows of that full forward pass (they must agree to 1e-5).
 
 Step s's logits choose generated token s, so N steps give N new tokens; step s's row covers keys 0 … P + s − 1.
@@ -28,10 +29,9 @@ from typing import Literal
 import numpy as np
 import torch
 
-from ..bert import ForwardResult
 from ..encoder import Encoder
 from ..errors import InputError
-from ..gpt2 import GPT2Model, KVCache
+from ..network import ForwardResult, KVCache
 from ..settings import require
 from ..tokens import display_tokens
 from .memory import _peak_rss_bytes, _reset_peak_rss, _rss_bytes, kv_cache_bytes
@@ -73,6 +73,7 @@ class Generation:
     top_tokens: list[list[str]] = field(default_factory=list)  # readable forms of each step's `top` ids
     max_row_error: float | None = None  # over every step, after check
     stop: Stop = "budget"  # why it ended: the tokens asked for, the model's positions, or its end-of-text token
+    chat: bool = False  # the prompt went in through the tokenizer's chat template (a user turn, then the reply)
 
     @property
     def max_len(self) -> int:
@@ -98,6 +99,22 @@ def _pick(logits: torch.Tensor, top_k: int | None, gen: torch.Generator) -> int:
     values, ids = torch.topk(logits.float().cpu(), min(top_k, logits.numel()))
     probs = torch.softmax(values, dim=-1)
     return int(ids[torch.multinomial(probs, 1, generator=gen)])
+
+
+def prompt_ids(encoder: Encoder, prompt: str, chat: bool = False) -> list[int]:
+    """Return the prompt's token ids: as typed, or inside the tokenizer's chat template (a user turn and the
+    assistant's opening, as the instruct model was trained to see them). InputError without a template."""
+    text = Encoder._required(prompt, "prompt")
+    if not chat:
+        return list(encoder.tokenizer(text, add_special_tokens=False)["input_ids"])
+    if not getattr(encoder.tokenizer, "chat_template", None):
+        raise InputError(f"{encoder.name} has no chat template: generate from the plain prompt instead")
+    ids = encoder.tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+    )
+    if isinstance(ids, dict) or hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -131,23 +148,30 @@ def generate(
     top_k: int | None = None,
     seed: int = 0,
     check: bool = True,
+    chat: bool = False,
 ) -> Generation:
     """Return `n_tokens` generated after `prompt`, step by step with our KV cache (see the module docstring).
 
     Greedy unless top_k (≥ 1) is given; top-k draws with a generator seeded with `seed`. Stops early, with a
     note and `stop` saying why, when the model's positions run out or a step chooses the tokenizer's end-of-text
-    token (tokenizer.eos_token_id, when it has one). InputError for a non-decoder, an empty prompt or a bad count;
-    BudgetError above ATTENTION_LENS_MAX_GENERATE tokens.
+    token (tokenizer.eos_token_id, when it has one). Only ids the tokenizer can spell are chosen (a random model's
+    embedding may have more rows than its tokenizer has tokens; real ones pad their vocabulary too). chat: the
+    prompt goes in through the tokenizer's chat template. InputError for a model that cannot generate, an empty
+    prompt or a bad count; BudgetError above ATTENTION_LENS_MAX_GENERATE tokens.
     """
-    if not encoder.is_decoder:
-        raise InputError("generation needs a decoder (a GPT-2 model such as random:gpt2-tiny or gpt2), not an encoder")
+    if not encoder.capabilities.generation:
+        raise InputError(
+            "generation needs a decoder (smollm2, a GPT-2 such as random:gpt2-tiny, or another causal LM), "
+            f"not {encoder.name}"
+        )
     if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens < 1:
         raise InputError(f"the number of tokens to generate must be a whole number ≥ 1, got {n_tokens!r}")
     require("max_generate", n_tokens, "this generation")
-    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
         raise InputError(f"top-k must be a whole number ≥ 1, got {top_k!r}")
-    text = Encoder._required(prompt, "prompt")
-    ids = encoder.tokenizer(text, add_special_tokens=False)["input_ids"]
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise InputError(f"the seed must be a whole number from 0 to 2^63 − 1, got {str(seed)[:40]}")
+    ids = prompt_ids(encoder, prompt, chat)
     if not ids:
         raise InputError("the prompt has no tokens")
     limit = encoder.config.max_positions
@@ -158,8 +182,8 @@ def generate(
     eos = getattr(encoder.tokenizer, "eos_token_id", None)
 
     model, dev = encoder.model, encoder.device
-    assert isinstance(model, GPT2Model)  # is_decoder said so
     cfg = encoder.config
+    spellable = min(len(encoder.tokenizer), cfg.vocab_size)  # ids past the tokenizer's last are never chosen
     gen = torch.Generator().manual_seed(seed)
     cache = KVCache()
     dtype = _dtype_name(encoder.dtype)
@@ -170,7 +194,7 @@ def generate(
         x = torch.tensor([fed], dtype=torch.long, device=dev)  # (1, new positions)
         res, peak, seconds = _measured(dev, partial(model, x, cache=cache))
         hidden = res.hidden[0, -1]  # (d_model,) of the newest position
-        logits = model.logits(hidden).float()  # (vocab,)
+        logits = model.logits(hidden).float()[:spellable]  # (vocab,)
         chosen = _pick(logits, top_k, gen)
         probs = torch.softmax(logits, dim=-1)
         top_p, top_i = torch.topk(probs, min(TOP, probs.numel()))
@@ -185,7 +209,7 @@ def generate(
                 top=[(int(i), float(p)) for i, p in zip(top_i.tolist(), top_p.tolist(), strict=True)],
                 cache_shape=cache.shape(),
                 cache_bytes=cache.nbytes,
-                formula_bytes=kv_cache_bytes(cfg.n_layers, 1, S, cfg.n_heads, cfg.d_k, dtype),
+                formula_bytes=kv_cache_bytes(cfg.n_layers, 1, S, cfg.n_kv_heads, cfg.d_k, dtype),
                 peak_bytes=peak,
                 seconds=seconds,
             )
@@ -215,10 +239,12 @@ def generate(
         seed=seed,
         notes=notes,
         stop=stop,
+        chat=chat,
     )
-    result.display = display_tokens(result.tokens, byte_level=True)
+    shown = encoder.capabilities.token_display
+    result.display = display_tokens(result.tokens, shown)
     result.top_tokens = [
-        display_tokens(encoder.tokenizer.convert_ids_to_tokens([i for i, _ in s.top]), byte_level=True) for s in steps
+        display_tokens(encoder.tokenizer.convert_ids_to_tokens([i for i, _ in s.top]), shown) for s in steps
     ]
     if check:
         check_rows(encoder, result)

@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InputError
+from ..network import KVCache
 
 BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2, "bf16": 2}
 LSE_BYTES = 4  # FlashAttention keeps its per-row log-sum-exp in fp32 whatever the input dtype
@@ -242,10 +243,10 @@ class _RssSampler:
 def _ids_of_length(encoder, batch: int, seq: int) -> torch.Tensor:
     """Return (batch, seq) token ids: [CLS] word … word [SEP], the same ids a real seq-token text would give.
 
-    A decoder has no [CLS]/[SEP]: its ids are one ordinary token repeated.
+    A model without [CLS]/[SEP] (capabilities.special_roles): its ids are one ordinary token repeated.
     """
     tok = encoder.tokenizer
-    if getattr(encoder, "is_decoder", False):
+    if encoder.capabilities.special_roles != "cls_sep":
         word_ids = tok(" attention", add_special_tokens=False)["input_ids"] or [0]
         return torch.full((batch, seq), int(word_ids[0]), dtype=torch.long)
     cls_id, sep_id = tok.cls_token_id, tok.sep_token_id
@@ -308,6 +309,50 @@ def measure_peak(encoder, seq: int, batch: int = 1) -> Measurement:
     del res
     return Measurement(
         seq=seq, batch=batch, peak_bytes=max(0, int(peak)), method=method, device=str(dev), seconds=seconds
+    )
+
+
+@dataclass(frozen=True)
+class KVCacheFacts:
+    """One model's KV cache at `seq` cached tokens: the formula for MHA, its own grouping and MQA, and the cache
+    its forward actually filled (counted from the tensors)."""
+
+    seq: int
+    layers: int
+    heads: int
+    kv_heads: int
+    d_k: int
+    dtype: str
+    mha_bytes: int  # kv_heads = heads
+    model_bytes: int  # the model's own kv_heads (GQA where kv_heads < heads)
+    mqa_bytes: int  # kv_heads = 1
+    measured_bytes: int  # every layer's keys and values in the cache after a forward of seq tokens
+    measured_shape: tuple[int, ...]  # one layer's keys: (batch, kv_heads, seq, d_k)
+
+
+@torch.inference_mode()
+def kv_cache_facts(encoder, seq: int) -> KVCacheFacts:
+    """Return the KV cache of a model that generates, at `seq` cached tokens: formulas and the real cache."""
+    if not encoder.capabilities.generation:
+        raise MemoryInputError(f"{encoder.name} keeps no KV cache: it does not generate")
+    if not 1 <= _positive("seq", seq) <= encoder.max_tokens:
+        raise MemoryInputError(f"seq must be between 1 and the model's {encoder.max_tokens} tokens, got {seq}")
+    c = encoder.config
+    dtype = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(encoder.dtype, "fp32")
+    cache = KVCache()
+    encoder.model(_ids_of_length(encoder, 1, seq).to(encoder.device), cache=cache)
+    return KVCacheFacts(
+        seq=seq,
+        layers=c.n_layers,
+        heads=c.n_heads,
+        kv_heads=c.n_kv_heads,
+        d_k=c.d_k,
+        dtype=dtype,
+        mha_bytes=kv_cache_bytes(c.n_layers, 1, seq, c.n_heads, c.d_k, dtype),
+        model_bytes=kv_cache_bytes(c.n_layers, 1, seq, c.n_kv_heads, c.d_k, dtype),
+        mqa_bytes=kv_cache_bytes(c.n_layers, 1, seq, 1, c.d_k, dtype),
+        measured_bytes=cache.nbytes,
+        measured_shape=cache.shape(),
     )
 
 

@@ -22,6 +22,7 @@ import torch
 
 from .. import masks
 from ..analysis import heads
+from ..attention import repeat_kv
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
 from .memory import kv_cache_bytes
@@ -58,7 +59,8 @@ def scaling_effect(out: EncoderOutput, layer: int, head: int = 0, query: int = 0
     """Return softmax statistics of `layer` with the /√d_k (as trained) and without it, from the real Q, K."""
     _need_internals(out, layer)
     assert out.queries is not None and out.keys is not None  # _need_internals raised otherwise
-    q, k = out.queries[layer].float(), out.keys[layer].float()  # (heads, seq, d_k)
+    q = out.queries[layer].float()  # (heads, seq, d_k)
+    k = repeat_kv(out.keys[layer][None].float(), q.shape[0] // out.keys.shape[1])[0]  # the key each head reads
     d_k = q.shape[-1]
     keep = out.keep.bool()[None]  # (1, q_pos, k_pos)
     rows = _real_rows(out)
@@ -163,13 +165,13 @@ def wrong_mask(encoder: Encoder, text: str, text_b: str | None = None, show_rows
     For a decoder the planted triu replaces the model's own tril buffer for this one pass (GPT2Model's `causal`
     argument): a user mask could not do it, since the decoder ANDs every mask with its own.
     """
-    if encoder.is_decoder:
+    if not encoder.capabilities.pairs:
         text_b = None
     first = encoder.encode(text, text_b, mask="causal")
     T = first.seq
     intended = masks.causal_keep(T)  # (q_pos, k_pos), True = may attend
     planted = intended.T.contiguous()  # torch.triu: each position sees itself and the FUTURE
-    if encoder.is_decoder:
+    if encoder.capabilities.causal:
         with torch.inference_mode():
             res = encoder.model(first.input_ids[None].to(encoder.device), causal=planted.to(encoder.device))
         wrong = res.attentions[0].float().cpu()

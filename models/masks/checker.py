@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from .. import settings
-from ..bert import BertModel
+from ..attention import Options
 from ..encoder import PARITY_TOLERANCE, Encoder
 from ..errors import InputError, MaskError
-from ..gpt2 import GPT2Model
+from ..network import Network
 from ..tokens import display_tokens
 from . import conventions as masks
 from .expectations import Expectation
@@ -444,7 +444,7 @@ def _diagnose(
 
 
 def _run_layers(
-    model: BertModel | GPT2Model,
+    model: Network,
     ids: torch.Tensor,
     types: torch.Tensor,
     keep: torch.Tensor | None,
@@ -452,14 +452,12 @@ def _run_layers(
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Return every layer's output (list of (B, T, d_model)) and NaN query rows per layer (list of (B, H, T)).
 
-    The model's own layers, one at a time so that only one layer's maps live at once. fill is the score of
-    hidden cells: None for our finfo.min, float("-inf") for the tutorial's `masked_fill(mask == 0, -inf)`, to
-    show what -inf does to a row with no visible key.
+    The model's own forward loop (Network.iter_layers). fill is the score of hidden cells: None for our
+    finfo.min, float("-inf") for the tutorial's `masked_fill(mask == 0, -inf)`, to show what -inf does to a row
+    with no visible key.
     """
-    x = model.embed(ids, types)
     outs, nan_rows = [], []
-    for layer in model.layers:
-        x, probs = layer(x, keep, fill=fill)
+    for x, probs in model.iter_layers(ids, types, keep, options=lambda i: Options(fill=fill)):
         nan_rows.append(torch.isnan(probs).any(-1))  # (B, nh, T)
         outs.append(x)
     return outs, nan_rows
@@ -598,7 +596,7 @@ def check_mask(
     settings.require("max_batch", 1 if isinstance(texts, str) else len(texts), "a padded batch of this many sentences")
     batch = enc.tokenize(texts, texts_b)
     ids, types, attention_mask = batch.input_ids, batch.token_type_ids, batch.attention_mask
-    tokens = [display_tokens(row, byte_level=enc.is_decoder) for row in batch.tokens]  # readable in the report
+    tokens = [display_tokens(row, enc.capabilities.token_display) for row in batch.tokens]  # readable in the report
     notes = [f"text {i + 1} truncated to {enc.max_tokens} tokens ({c} cut)" for i, c in enumerate(batch.cut) if c]
     B, T = ids.shape
     H, L = enc.config.n_heads, enc.config.n_layers
@@ -615,9 +613,9 @@ def check_mask(
 
     keep4 = masks.read_as(raw4, declared)  # (B or 1, H or 1, T or 1, T or 1): what code in that convention does
     hidden_by_model = 0
-    if enc.is_decoder:
-        # The decoder's own causal mask is ANDed with the user's inside every layer: judge what the model applies.
-        tril = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    if enc.capabilities.causal:
+        # A causal model's own mask is ANDed with the user's inside every layer: judge what the model applies.
+        tril = masks.causal_keep(T)
         hidden_by_model = int((torch.broadcast_to(keep4, (B, keep4.shape[1], T, T)) & ~tril).sum())
         keep4 = keep4 & tril
     full = torch.broadcast_to(keep4, (B, keep4.shape[1], T, T))
@@ -646,7 +644,7 @@ def check_mask(
 
     apparent, conv = _convention(raw4, declared, expected, judged, real, exp.name, values)
     findings.append(conv)
-    if enc.is_decoder:
+    if enc.capabilities.causal:
         findings.append(
             Finding("shape.decoder", {"hidden": hidden_by_model}, "shape", "info", {"hidden": hidden_by_model})
         )

@@ -57,9 +57,16 @@ def padding_keep(attention_mask: torch.Tensor) -> torch.Tensor:
     return attention_mask.bool()[:, None, None, :]
 
 
-def causal_keep(seq: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Return (seq, seq) bool lower triangle: each position sees itself and the positions to its left."""
-    return torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=device))
+def causal_keep(seq: int, device: torch.device | str | None = None, window: int | None = None) -> torch.Tensor:
+    """Return (seq, seq) bool lower triangle: each position sees itself and the positions to its left.
+
+    window W: a sliding-window causal mask (Mistral's, transformers' sliding_window_causal_mask_function): query
+    i sees keys i − W + 1 … i, itself and the W − 1 before it.
+    """
+    keep = torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=device))
+    if window is not None:
+        keep &= torch.triu(torch.ones(seq, seq, dtype=torch.bool, device=device), diagonal=-(window - 1))
+    return keep
 
 
 def window_keep(seq: int, width: int, device: torch.device | str | None = None) -> torch.Tensor:

@@ -122,7 +122,7 @@ def test_thresholds_are_strict_and_shown():
         "punct": 0.6,
         "block": 0.8,
         "broad": 0.9,
-        "first": 0.6,
+        "sink": 0.6,
         "induction": 0.4,
     }
     # exactly 0.6 on [CLS] is not a [CLS] head (the rule is "> 0.6")

@@ -79,9 +79,9 @@ def test_decoder_labels():
     ind = z.copy()
     ind[0, 0] = 0.5
     ind[0, 1] = 0.5  # induction wins over previous-token: the more specific pattern
-    labels = label_heads(stats, pairs=False, kind="decoder", induction=ind)
-    assert labels.tolist() == [["induction", "induction", "first", "punct", "broad"]]
-    assert label_heads(stats, pairs=False, kind="decoder")[0, 1] == "prev"  # without induction scores
+    labels = label_heads(stats, pairs=False, causal=True, induction=ind)
+    assert labels.tolist() == [["induction", "induction", "sink", "punct", "broad"]]
+    assert label_heads(stats, pairs=False, causal=True)[0, 1] == "prev"  # without induction scores
 
 
 def test_decoder_report_drops_bert_columns(gpt2_tiny):

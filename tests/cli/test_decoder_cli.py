@@ -32,7 +32,7 @@ def test_info_stats_check_mask_accept_a_decoder(capsys):
     assert main(["stats", "--model", "random:gpt2-tiny", "--text", TEXT, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "decoder" and "induction" in doc["heads"][0] and "cls" not in doc["heads"][0]
-    assert doc["heads"][0]["label"] in ("induction", "prev", "first", "punct", "broad", "heterogeneous")
+    assert doc["heads"][0]["label"] in ("induction", "prev", "sink", "punct", "broad", "heterogeneous")
     assert "next-token" in doc["importance_measure"]
     code = main(
         [

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from models.attention import Options
 from models.bert import SelfAttention, SelfOutput
 from models.config import BertConfig
 
@@ -33,7 +34,7 @@ def test_matches_nn_multihead_attention():
     ours, wo, mha = _pair()
     x = torch.randn(2, 9, CFG.d_model)
     with torch.no_grad():
-        ctx, probs = ours(x)
+        ctx, probs = ours(x, None, Options())
         theirs_out, theirs_w = mha(x, x, x, need_weights=True, average_attn_weights=False)
     assert probs.shape == (2, CFG.n_heads, 9, 9)
     assert torch.allclose(probs, theirs_w, atol=1e-6)
@@ -50,7 +51,7 @@ def test_matches_mha_with_its_inverted_mask_conventions():
     future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = masked, MHA's causal form
     keep = ~future[None, None] & ~key_padding[:, None, None, :]
     with torch.no_grad():
-        ctx, probs = ours(x, keep=keep)
+        ctx, probs = ours(x, keep, Options())
         out, w = mha(
             x, x, x, key_padding_mask=key_padding, attn_mask=future, need_weights=True, average_attn_weights=False
         )
@@ -65,7 +66,7 @@ def test_fully_masked_row_is_not_nan():
     keep = torch.ones(1, 1, 4, 4, dtype=torch.bool)
     keep[..., 2, :] = False  # query 2 may attend to nothing
     with torch.no_grad():
-        _, probs = ours(x, keep=keep)
+        _, probs = ours(x, keep, Options())
     assert torch.isfinite(probs).all()
     assert torch.allclose(probs[0, :, 2], torch.full((CFG.n_heads, 4), 0.25))
 
@@ -77,8 +78,8 @@ def test_fill_minus_inf_is_the_tutorials_nan_and_changes_nothing_else():
     keep = torch.tril(torch.ones(4, 4, dtype=torch.bool))[None, None].clone()
     keep[..., 2, :] = False
     with torch.no_grad():
-        _, ours_probs = ours(x, keep=keep)
-        _, inf_probs = ours(x, keep=keep, fill=float("-inf"))
+        _, ours_probs = ours(x, keep, Options())
+        _, inf_probs = ours(x, keep, Options(fill=float("-inf")))
     assert torch.isnan(inf_probs[0, :, 2]).all()
     rest = [0, 1, 3]
     assert not torch.isnan(inf_probs[0, :, rest]).any()
@@ -91,8 +92,8 @@ def test_head_gates_remove_exactly_one_head():
     gates = torch.ones(CFG.n_heads)
     gates[2] = 0.0
     with torch.no_grad():
-        full, p_full = ours(x)
-        gated, p_gated = ours(x, head_gates=gates)
+        full, p_full = ours(x, None, Options())
+        gated, p_gated = ours(x, None, Options(head_gates=gates))
     d_k = CFG.d_k
     assert torch.equal(p_full, p_gated)  # gates act on the output, not on the pattern
     assert gated[..., 2 * d_k : 3 * d_k].abs().max() == 0

@@ -9,7 +9,7 @@ import torch
 
 from models import KVCache, load_model
 from models.errors import InputError, UnsupportedArchitectureError
-from models.gpt2 import CausalSelfAttention
+from models.masks.conventions import causal_keep
 
 ATTN_TOL = 1e-5
 HIDDEN_TOL = 1e-4
@@ -88,16 +88,32 @@ def test_above_the_diagonal_is_exactly_zero(gpt2):
     assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
 
 
-def test_causal_mask_equals_transformers_masking_utils(gpt2):
-    """Our tril buffer is the mask transformers builds with causal_mask_function."""
-    from transformers.masking_utils import causal_mask_function, sdpa_mask
-
-    T = 37
-    theirs = sdpa_mask(
-        batch_size=1, q_length=T, kv_length=T, mask_function=causal_mask_function, allow_is_causal_skip=False
+@pytest.mark.parametrize("window", [None, 1, 5])
+def test_causal_mask_equals_transformers_masking_utils(window):
+    """The mask our models make once per forward is the one transformers builds with causal_mask_function (and,
+    for a sliding window, sliding_window_causal_mask_function), new positions after a cache included."""
+    from transformers.masking_utils import (
+        and_masks,
+        causal_mask_function,
+        sdpa_mask,
+        sliding_window_overlay,
     )
-    ours = gpt2.model.h[0].attn.bias[:T, :T]
-    assert theirs is not None and ours.equal(theirs[0, 0])
+
+    from models.network import causal_keeps
+
+    T, start = 37, 11
+    fn = causal_mask_function if window is None else and_masks(causal_mask_function, sliding_window_overlay(window))
+    theirs = sdpa_mask(
+        batch_size=1,
+        q_length=T - start,
+        kv_length=T,
+        q_offset=start,
+        mask_function=fn,
+        allow_is_causal_skip=False,
+    )
+    ours = causal_keeps(2, T - start, T, start, (None, window), None, torch.device("cpu"))
+    assert theirs is not None and ours[1].equal(theirs[0, 0])
+    assert ours[0].equal(causal_keep(T)[start:])
 
 
 def test_lm_logits_match_gpt2_lm_head_model(gpt2, gpt2_dir):
@@ -137,16 +153,18 @@ def test_kv_cache_rows_equal_the_full_forward(gpt2):
     assert cache.nbytes == 2 * 12 * 1 * 12 * T * 64 * 4
 
 
-def test_planted_off_by_one_mask_breaks_parity(gpt2_tiny_dir):
+def test_planted_off_by_one_mask_breaks_parity(gpt2_tiny_dir, monkeypatch):
     """With tril(diagonal=1) — each token sees the next one — parity must fail, or the tolerance proves nothing."""
+    import models.network
+
     dec = load_model(str(gpt2_tiny_dir), device="cpu")
     text = TEXTS["english"]
     attn, hidden, _ = hf_reference(gpt2_tiny_dir, text)
     good = dec.encode(text)
     assert (good.attentions - attn).abs().max() <= ATTN_TOL
-    for block in dec.model.h:
-        n = block.attn.bias.shape[0]
-        block.attn.bias = torch.tril(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+    monkeypatch.setattr(
+        models.network, "causal_keep", lambda n, device=None, window=None: torch.ones(n, n, dtype=torch.bool).tril(1)
+    )
     bad = dec.encode(text)
     assert (bad.attentions - attn).abs().max() > 100 * ATTN_TOL
     assert (bad.hidden_states - hidden).abs().max() > 100 * HIDDEN_TOL
@@ -197,11 +215,17 @@ def test_bert_outputs_gain_kind_and_display_tokens(minilm):
 def test_other_architectures_are_refused(tmp_path):
     import json
 
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
     (tmp_path / "model.safetensors").write_bytes(b"")
-    with pytest.raises(UnsupportedArchitectureError, match="llama"):
+    with pytest.raises(UnsupportedArchitectureError, match="t5"):
         load_model(str(tmp_path), device="cpu")
 
 
-def test_tril_buffer_is_the_tutorials():
-    assert CausalSelfAttention.make_tril(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+def test_causal_mask_is_the_tutorials():
+    assert causal_keep(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert causal_keep(4, window=2).tolist() == [
+        [True, False, False, False],
+        [True, True, False, False],
+        [False, True, True, False],
+        [False, False, True, True],
+    ]

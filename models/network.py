@@ -1,0 +1,256 @@
+"""What every family's network shares: the forward skeleton, its result, the per-forward layer inputs, the KV cache.
+
+    x = embed(input_ids)                      (batch, seq, d_model)
+    inputs = prepare(...)                     the masks (one per kind of layer) and rotary tables, once per forward
+    for each layer: x, probs = layer(x, inputs.keeps[i], Options(...), inputs)
+    hidden = finish(x)                        the last hidden state (BERT: x itself; decoders: the final norm)
+
+A family (bert.py, gpt2.py, llama.py) writes its modules with the checkpoint's names and fills in `embed`,
+`prepare`, `finish` and its layers; the loop, the maps buffer, the recorder and maps-only live here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import Options, Recorder, no_hook
+from .masks.conventions import causal_keep, combine
+
+# Activations checkpoints name in `hidden_act` / `activation_function`, as torch functions.
+ACTIVATIONS = {
+    "gelu": F.gelu,  # exact erf form, as BERT was trained
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's tanh approximation
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,  # SwiGLU's gate (Llama, Mistral, Qwen)
+    "swish": F.silu,
+}
+
+
+@dataclass
+class KVCache:
+    """Keys and values of every position seen so far, per layer: what a decoder keeps instead of recomputing.
+
+    keys[i], values[i]: (batch, kv_heads, seq, d_k) for layer i, after rotation for rotary families. Grouped
+    families keep kv_heads, not heads: the cache's bytes are 2 · layers · batch · kv_heads · seq · d_k · bytes
+    per element, the Memory page's formula.
+    """
+
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+
+    @property
+    def seq(self) -> int:
+        """Return how many positions the cache holds (0 when empty)."""
+        return int(self.keys[0].shape[2]) if self.keys else 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+    def shape(self) -> tuple[int, ...]:
+        """Return one layer's key tensor shape (batch, kv_heads, seq, d_k); () when empty."""
+        return tuple(self.keys[0].shape) if self.keys else ()
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new positions' k and v (batch, kv_heads, new, d_k) to `layer`; return all of that layer's."""
+        if layer < len(self.keys):
+            self.keys[layer] = torch.cat([self.keys[layer], k], dim=2)  # (B, n_kv, start + T, d_k)
+            self.values[layer] = torch.cat([self.values[layer], v], dim=2)
+        else:
+            self.keys.append(k)
+            self.values.append(v)
+        return self.keys[layer], self.values[layer]
+
+
+@dataclass
+class LayerInputs:
+    """What every layer of one forward reads besides x, made once per forward (not per layer)."""
+
+    keeps: list[torch.Tensor | None]  # per layer: bool (…, q_pos, k_pos), True = may attend; layers of a kind share
+    start: int = 0  # position of the first new token (the cache's length before this pass)
+    cache: KVCache | None = None
+    rope: tuple[torch.Tensor, torch.Tensor] | None = None  # rotary families: cos, sin (batch, seq, d_k)
+
+
+@dataclass
+class ForwardResult:
+    last_hidden: torch.Tensor | None  # [batch, seq, d_model]; None when the forward ran with maps_only
+    attentions: torch.Tensor  # [batch, layers, heads, q_pos, k_pos], float32 (layers lead in memory)
+    record: Recorder | None = None
+
+    @property
+    def hidden(self) -> torch.Tensor:
+        """Return last_hidden, which every forward without maps_only has."""
+        if self.last_hidden is None:
+            raise RuntimeError("this forward ran with maps_only=True: it has no last hidden state")
+        return self.last_hidden
+
+
+def causal_keeps(
+    n_layers: int,
+    T: int,
+    S: int,
+    start: int,
+    windows: tuple[int | None, ...],
+    keep: torch.Tensor | None,
+    device: torch.device,
+    causal: torch.Tensor | None = None,
+) -> list[torch.Tensor | None]:
+    """Return each layer's keep for a causal model: its causal (or sliding-window) mask AND the caller's keep.
+
+    One tensor per kind of layer (full causal, or each window size), shared by the layers of that kind. Rows
+    are the new positions start … start + T − 1, columns the keys 0 … S − 1. `causal` replaces the model's own
+    causal mask (full (S, S), the troubleshooting page's planted bug) and is never used otherwise.
+    """
+    made: dict[int | None, torch.Tensor | None] = {}
+    out: list[torch.Tensor | None] = []
+    for i in range(n_layers):
+        w = windows[i] if i < len(windows) else None
+        if w not in made:
+            own = causal_keep(S, device=device, window=w)[start:] if causal is None else causal[start:S, :S]
+            made[w] = combine(own, keep)
+        out.append(made[w])
+    return out
+
+
+class Network(nn.Module):
+    """The forward every family shares. Subclasses name their modules as the checkpoint does and define
+    `layers`, `embed`, `prepare`, `finish` and `max_positions`."""
+
+    config: Any
+
+    @property
+    def layers(self) -> nn.ModuleList:
+        raise NotImplementedError
+
+    @property
+    def max_positions(self) -> int:
+        """Return how many positions one sequence (the cache included) may have."""
+        return int(self.config.max_positions)
+
+    def input_embeddings(self) -> nn.Embedding:
+        """Return the token embedding table (vocab, d_model): tied LM heads read it."""
+        raise NotImplementedError
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Return next-token logits (..., vocab) from last hidden states (decoders; capabilities.lm_head)."""
+        raise NotImplementedError(f"{type(self).__name__} has no next-token head")
+
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, start: int) -> torch.Tensor:
+        """Return (batch, seq, d_model): the first layer's input."""
+        raise NotImplementedError
+
+    def prepare(
+        self,
+        input_ids: torch.Tensor,
+        keep: torch.Tensor | None,
+        start: int,
+        cache: KVCache | None,
+        causal: torch.Tensor | None,
+    ) -> LayerInputs:
+        """Return what every layer reads besides x, made once for this forward (masks, rotary tables)."""
+        raise NotImplementedError
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the last hidden state from the last layer's output."""
+        raise NotImplementedError
+
+    def iter_layers(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        keep: torch.Tensor | None = None,
+        *,
+        cache: KVCache | None = None,
+        causal: torch.Tensor | None = None,
+        options: Callable[[int], Options] = lambda i: Options(),
+        record: Recorder | None = None,
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Yield (layer output (batch, seq, d_model), probs (batch, heads, q_pos, k_pos)) for each layer in turn.
+
+        The forward's own loop, for callers that need every layer's output (the mask checker) or options per
+        layer: options(i) gives layer i's (hook, gates, fill, probs buffer, maps-only). Arguments as forward's.
+        """
+        B, T = input_ids.shape  # batch, new positions
+        start = cache.seq if cache is not None else 0
+        if start + T > self.max_positions:
+            raise ValueError(f"{start + T} positions, but this model has {self.max_positions}")
+        x = self.embed(input_ids, token_type_ids, start)  # (B, T, d_model)
+        inputs = self.prepare(input_ids, keep, start, cache, causal)
+        for i, layer in enumerate(self.layers):
+            if record is not None:
+                record.hidden_states.append(x)
+            x, probs = layer(x, inputs.keeps[i], options(i), inputs)
+            yield x, probs
+        if record is not None:
+            record.hidden_states.append(x)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        keep: torch.Tensor | None = None,
+        head_gates: torch.Tensor | None = None,
+        record: bool = False,
+        cache: KVCache | None = None,
+        causal: torch.Tensor | None = None,
+        maps_only: bool = False,
+        fill: float | None = None,
+    ) -> ForwardResult:
+        """Run the network.
+
+        input_ids, token_type_ids: (batch, seq) long (token types: segments of a pair; None = all 0).
+        keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = may attend; a causal model ANDs it with
+            its own mask, which no keep can lift. None = the model's own mask alone.
+        head_gates: (layers, heads), or (batch, layers, heads) for per-item gates: multipliers on each head's
+            context (Michel et al.'s ξ; 1 = unchanged, 0 = removed).
+        record: keep Q, K, V, scores, per-head context and every layer's input (see attention.Recorder).
+        cache: a KVCache to extend (decoders): input_ids are the new positions only, and attentions are
+            (batch, layers, heads, new positions, all positions).
+        causal: a bool (seq, seq) mask used INSTEAD of a causal model's own, only to show what a wrong causal mask
+            does (the troubleshooting page); None in every real use.
+        maps_only: only the maps are wanted: the last layer stops at its probs (no V, context, W_o or MLP) and
+            last_hidden is None. Ignored with record or a cache.
+        fill: the score hidden keys get; None = finfo.min (the mask checker passes -inf to show what it does).
+        """
+        rec = Recorder() if record else None
+        B, T = input_ids.shape  # batch, new positions
+        S = (cache.seq if cache is not None else 0) + T  # keys
+        cfg = self.config
+        # Without autograd, softmax writes each layer's map straight into the result: no copy at the end. Layers
+        # lead in memory so each layer's slot (batch, heads, q, k) is contiguous; the result is a (batch, layers,
+        # …) view of it.
+        direct = not torch.is_grad_enabled() and S <= self.max_positions
+        attn = (
+            torch.empty(cfg.n_layers, B, cfg.n_heads, T, S, dtype=torch.float32, device=input_ids.device)
+            if direct
+            else None
+        )
+        last = cfg.n_layers - 1
+        skip_tail = maps_only and rec is None and cache is None
+
+        def options(i: int) -> Options:
+            return Options(
+                hook=rec.at(i) if rec is not None else no_hook,
+                head_gates=None if head_gates is None else head_gates[..., i, :],  # (heads,) or (batch, heads)
+                probs_out=None if attn is None else attn[i],
+                fill=fill,
+                maps_only=skip_tail and i == last,
+            )
+
+        per_layer, outputs = [], []
+        for x, probs in self.iter_layers(
+            input_ids, token_type_ids, keep, cache=cache, causal=causal, options=options, record=rec
+        ):
+            per_layer.append(probs)
+            outputs = [x]  # only the last layer's output is needed
+        attentions = attn.transpose(0, 1) if attn is not None else torch.stack(per_layer, dim=1)
+        hidden = None if skip_tail else self.finish(outputs[0])
+        return ForwardResult(last_hidden=hidden, attentions=attentions, record=rec)
