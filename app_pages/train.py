@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 
 from models import AttnVizError
-from models.training import Record, TrainConfig
+from models.training import ARCHS, Record, TrainConfig
 from models.training.recorder import DETERMINED_LOSS_TARGET, INDUCTION_THRESHOLD
 from ui import presentation, sidebar, training
 from ui.safe import md
@@ -23,8 +23,11 @@ from viz.overview import overview_figure, render_mosaic
 from viz.training import curves, head_series, layer_series, small_multiples
 
 TASKS = ("induction", "reverse", "text")
+FAMILIES = tuple(ARCHS)
 BREAKS = ("none", "no_scale", "no_causal")
 HEAD_COUNTS = (1, 2, 4, 8)
+HEADS = (1, 2, 4, 8, 16)
+WIDTHS = (32, 64, 128, 256)
 DEFAULT = TrainConfig()
 JOB_KEY = "train_job"
 
@@ -35,10 +38,19 @@ def _settings(where) -> None:
         t("train.task"), TASKS, key="train_task", horizontal=True, format_func=lambda k: t(f"train.task_{k}")
     )
     where.caption(t(f"train.task_{task}_help"))
+    where.radio(
+        t("train.family"),
+        FAMILIES,
+        key="train_family",
+        horizontal=True,
+        index=FAMILIES.index(DEFAULT.family),
+        format_func=lambda k: t(f"train.family_{k}"),
+        help=t("train.family_help"),
+    )
     a, b, c = where.columns(3)
     a.number_input(t("train.layers"), 1, 4, DEFAULT.layers, key="train_layers")
-    b.selectbox(t("train.heads"), (1, 2, 4, 8, 16), index=2, key="train_heads")
-    c.selectbox(t("train.d_model"), (32, 64, 128, 256), index=1, key="train_d_model")
+    b.selectbox(t("train.heads"), HEADS, index=HEADS.index(DEFAULT.heads), key="train_heads")
+    c.selectbox(t("train.d_model"), WIDTHS, index=WIDTHS.index(DEFAULT.d_model), key="train_d_model")
     a, b, c = where.columns(3)
     a.number_input(t("train.steps"), 10, 50_000, DEFAULT.steps, step=100, key="train_steps")
     b.number_input(t("train.seed"), 0, 2**31 - 1, 0, key="train_seed")
@@ -61,6 +73,7 @@ def _config() -> TrainConfig:
     broken = ss.get("train_break", "none")
     return TrainConfig(
         task=ss.get("train_task", DEFAULT.task),
+        family=ss.get("train_family", DEFAULT.family),
         layers=int(ss.get("train_layers", DEFAULT.layers)),
         heads=int(ss.get("train_heads", DEFAULT.heads)),
         d_model=int(ss.get("train_d_model", DEFAULT.d_model)),
@@ -348,6 +361,8 @@ def _single(job: training.Job, font: int) -> None:
         _diagnostics(records, font)
     if result is not None and job.folder:
         _saved(job)
+    elif job.note:
+        st.info(t("train.not_saved", reason=md(job.note)))
 
 
 def _saved(job: training.Job) -> None:

@@ -42,6 +42,7 @@ class Job:
     step: int = 0  # the step the current run has reached (every step, not only records)
     seconds: float = 0.0  # seconds into the current run
     error: str = ""
+    note: str = ""  # why a finished run was not saved, when it was not
     probe_tokens: list[str] = field(default_factory=list)  # the fixed probe's tokens (the maps' axes)
     chance: float = float("nan")  # ln V of the task's fresh draws (nan for text: no target is drawn afresh)
     folder: str = ""  # the checkpoint of a single run, once saved
@@ -128,7 +129,12 @@ def _work(job: Job, save: bool) -> None:
                 )
                 job.results.append(result)
             if save and job.kind == "single" and job.results:
-                job.folder = str(save_checkpoint(job.results[0], tempfile.mkdtemp(prefix=CHECKPOINT_PREFIX)))
+                folder = tempfile.mkdtemp(prefix=CHECKPOINT_PREFIX)
+                try:
+                    job.folder = str(save_checkpoint(job.results[0], folder))
+                except AttnVizError as err:  # e.g. a Llama trained without √d_k: transformers cannot say so
+                    shutil.rmtree(folder, ignore_errors=True)
+                    job.note = str(err)
             job.state = "stopped" if job.stop.is_set() else "done"
     except AttnVizError as err:
         job.error, job.state = str(err), "failed"

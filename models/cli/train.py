@@ -13,8 +13,6 @@ import math
 import sys
 from pathlib import Path
 
-import torch
-
 from ..errors import InputError
 from ..training import TASKS, TrainConfig, save_checkpoint, train
 from ..training.arch import ARCHS
@@ -43,7 +41,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-scale", action="store_true", help="break it: scores without the 1/√d_k (§7)")
     p.add_argument("--no-causal", action="store_true", help="break it: train without the causal mask (§7)")
     p.add_argument("--device", default=DEFAULTS.device, help="cpu (default), cuda, auto")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own)")
+    p.add_argument(
+        "--threads", type=int, default=DEFAULTS.threads, help=f"torch CPU threads (default {DEFAULTS.threads})"
+    )
     p.add_argument(
         "--max-seconds", type=float, default=None, help="stop after this long (ATTENTION_LENS_MAX_TRAIN_SECONDS)"
     )
@@ -85,10 +85,8 @@ def _line(rec: Record) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.task != "text" and args.text_file:
         raise UsageError("train: --text-file is for --task text")
-    if args.threads is not None:
-        if not 1 <= args.threads <= 256:
-            raise UsageError(f"train: --threads must be 1 to 256, got {args.threads}")
-        torch.set_num_threads(args.threads)
+    if not 1 <= args.threads <= 256:
+        raise UsageError(f"train: --threads must be 1 to 256, got {args.threads}")
     if args.max_seconds is not None and not (args.max_seconds > 0):
         raise UsageError(f"train: --max-seconds must be > 0, got {args.max_seconds}")
     config = TrainConfig(
@@ -106,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         scale=not args.no_scale,
         causal=not args.no_causal,
         device=args.device,
+        threads=args.threads,
         symbols=args.symbols,
         text=_read_text(args.text_file) if args.text_file else "",
     )

@@ -26,13 +26,18 @@ def save_checkpoint(result: TrainResult, folder: str | os.PathLike[str]) -> Path
     """Write the trained model, its tokenizer and training.json into folder (created if missing); return it."""
     from safetensors.torch import save_file
 
+    if not result.shape.scale and not result.arch.saves_unscaled:
+        raise InputError(
+            f"a {result.arch.family} model trained without 1/√d_k cannot be saved: transformers' {result.arch.family} "
+            "always divides by √d_k, so the folder would not be the model that was trained"
+        )
     path = Path(folder).expanduser()
     if path.exists() and not path.is_dir():
         raise InputError(f"{path} is a file: give a folder to write the checkpoint into")
     try:
         path.mkdir(parents=True, exist_ok=True)
         result.arch.write_config(result.shape, path)
-        save_file(result.arch.hf_state_dict(result.model), str(path / WEIGHTS), metadata={"format": "pt"})
+        save_file(result.arch.hf_state_dict(result.model, result.shape), str(path / WEIGHTS), metadata={"format": "pt"})
         result.task.tokenizer().save_pretrained(path)
         doc = {"trained_with": "attention-lens models.training", **result.summary()}
         (path / TRAINING).write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

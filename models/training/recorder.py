@@ -21,6 +21,8 @@ from torch import nn
 
 from ..analysis.heads import Roles, sentence_stats
 from ..analysis.induction import induction_from_maps
+from ..attention import repeat_kv
+from ..network import Network
 from .arch import Arch
 from .tasks import Batch, Task
 
@@ -29,13 +31,14 @@ DETERMINED_LOSS_TARGET = 1.0  # nats per token on the copy: the loss the inducti
 # Flags: the §7 symptom each one names, and what trips it.
 FLAGS = {
     "unscaled": "scores are not divided by √d_k: the effective scale is off 1/√d_k by more than 2×",
-    "large_scores": "pre-softmax scores have a standard deviation above 5: softmax is near one-hot (§8.3)",
+    "large_scores": "pre-softmax scores had a standard deviation above 5 early in training: softmax saturated before anything was learned (§8.3: check the scaling and the initialisation)",
     "uniform": "every head is still near uniform (normalised entropy > 0.95) a fifth of the way in: nothing learned",
     "leak": "the loss on tokens drawn afresh is below chance (ln V): the model sees the future (causal mask)",
     "nan": "the loss is not a finite number (§7: check the learning rate and the initialisation)",
 }
 SCALE_TOLERANCE = 2.0
 LARGE_SCORE_STD = 5.0
+EARLY_STEPS = 100  # "early": the first 100 steps or the first 5 % of the run, whichever is longer
 UNIFORM_ENTROPY = 0.95
 UNIFORM_AFTER = 500  # steps: before that, near-uniform heads are normal
 LEAK_MARGIN = 0.5  # nats below ln V
@@ -156,7 +159,9 @@ def score_stats(record: Any, causal: bool, d_k: int) -> tuple[np.ndarray, np.nda
     scale × √d_k = std(scores) / std(Q·Kᵀ/√d_k): 1 when the code divides by √d_k, √d_k when it does not.
     """
     stds, maxes, scales = [], [], []
-    for q, k, scores in zip(record.queries, record.keys, record.scores, strict=True):
+    for layer in record.tensors:
+        q, k, scores = layer["queries"], layer["keys"], layer["scores"]
+        k = repeat_kv(k, q.shape[1] // k.shape[1])  # grouped keys: one per query head
         T = scores.shape[-1]
         visible = torch.ones(T, T, dtype=torch.bool, device=scores.device)
         if causal:
@@ -174,7 +179,7 @@ def score_stats(record: Any, causal: bool, d_k: int) -> tuple[np.ndarray, np.nda
 @torch.no_grad()
 def measure(
     arch: Arch,
-    model: nn.Module,
+    model: Network,
     task: Task,
     validation: dict[str, Batch],
     probe: Batch,
@@ -236,13 +241,15 @@ def measure(
     }
 
 
-def grad_norms(arch: Arch, model: nn.Module) -> tuple[np.ndarray, np.ndarray]:
-    """Return per layer ‖∇W_q‖_F and ‖∇W_k‖_F of the gradients the last backward left (nan where none)."""
-    q, k = [], []
-    for gq, gk in arch.qk_grads(model):
-        q.append(float(gq.norm()) if gq is not None else float("nan"))
-        k.append(float(gk.norm()) if gk is not None else float("nan"))
-    return np.array(q), np.array(k)
+def grad_norms(arch: Arch, model: Network) -> tuple[np.ndarray, np.ndarray]:
+    """Return per layer ‖∇W_q‖_F and ‖∇W_k‖_F of the gradients the last backward left."""
+    grads = arch.qk_weights(model)
+    return np.array([float(gq.norm()) for gq, _ in grads]), np.array([float(gk.norm()) for _, gk in grads])
+
+
+def progress_steps(rec: Record, progress: float) -> float:
+    """Return the run's planned steps from a record's step and the share of the run it marks."""
+    return rec.step / progress if progress > 0 else float(rec.step)
 
 
 def flags(rec: Record, task: Task, progress: float) -> list[str]:
@@ -250,8 +257,8 @@ def flags(rec: Record, task: Task, progress: float) -> list[str]:
     out = []
     if np.any(np.abs(np.log(rec.score_scale[np.isfinite(rec.score_scale)])) > math.log(SCALE_TOLERANCE)):
         out.append("unscaled")
-    if np.any(rec.score_std > LARGE_SCORE_STD):
-        out.append("large_scores")
+    if rec.step <= max(EARLY_STEPS, progress_steps(rec, progress) * 0.05) and np.any(rec.score_std > LARGE_SCORE_STD):
+        out.append("large_scores")  # later, a sharp head that has learned its pattern has large scores too
     if progress >= 0.2 and rec.step >= UNIFORM_AFTER and np.all(rec.entropy > UNIFORM_ENTROPY):
         out.append("uniform")
     if math.isfinite(rec.val_chance) and rec.val_chance < task.chance_loss - LEAK_MARGIN:

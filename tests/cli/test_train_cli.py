@@ -36,7 +36,7 @@ def test_json_summary_and_a_folder_every_loader_opens(tmp_path, capsys):
     tok = AutoTokenizer.from_pretrained(str(out))
     task = make_task("induction")
     probe = task.probe().ids[0]
-    words = " ".join(task.tokens(probe)[1:])  # the tokenizer puts <bos> first itself
+    words = task.text_of(probe)
     assert tok(words)["input_ids"] == probe.tolist()
 
     # Our loader opens it (as every page does) and its attentions equal transformers' eager model's.

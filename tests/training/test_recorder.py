@@ -14,7 +14,7 @@ from models.training import TrainConfig, train
 from models.training.recorder import grad_norms, measure, target_losses
 from models.training.trainer import build
 
-TINY = dict(d_model=32, heads=2, layers=2, batch=8, every=10)
+TINY = dict(family="gpt2", d_model=32, heads=2, layers=2, batch=8, every=10)  # by_hand below is GPT-2's forward
 
 
 def by_hand(model, ids: torch.Tensor, scale: bool = True):
@@ -140,10 +140,11 @@ def test_records_are_kept_every_n_steps_and_at_the_end(trained):
     assert all(np.isfinite(rec.train_loss) for rec in trained.records)
 
 
-def test_planted_bug_no_scaling_is_flagged():
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_planted_bug_no_scaling_is_flagged(family):
     """§7 row 1: scores not divided by √d_k. At the same seed (the same initial weights) the scores are √d_k times
     larger, the recorder reads the scale off the running code, and the flag names the bug; the correct run has none."""
-    config = TrainConfig(steps=40, seed=1, d_model=64, heads=1, layers=2, batch=8, every=10)  # d_k = 64: 8×
+    config = TrainConfig(family=family, steps=40, seed=1, d_model=64, heads=1, layers=2, batch=8, every=10)  # 8×
     good = train(config)
     bad = train(TrainConfig(**{**config.__dict__, "scale": False}))
     assert not any("unscaled" in rec.flags for rec in good.records)
@@ -178,10 +179,11 @@ def test_same_seed_same_curve_other_seed_other_curve():
     assert [r.train_loss for r in a.records] != [r.train_loss for r in c.records]
 
 
-def test_build_is_the_standard_architecture_attention_only():
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_build_is_the_standard_architecture_attention_only(family):
     gen = torch.Generator().manual_seed(0)
-    _, _, _, model = build(TrainConfig(**TINY), gen)
-    for block in model.h:
+    _, _, _, model = build(TrainConfig(**{**TINY, "family": family}), gen)
+    for block in model.layers:
         for p in block.mlp.parameters():
             assert not p.requires_grad and not p.any()
     assert all(p.requires_grad for n, p in model.named_parameters() if ".mlp." not in n)
