@@ -30,6 +30,7 @@ PAGES = [
         icon=":material/build:",
         url_path="troubleshooting",
     ),
+    st.Page("app_pages/train.py", title=t("nav.train"), icon=":material/model_training:", url_path="train"),
 ]
 # Presentation mode moves the page list from the (hidden) sidebar to the top bar.
 page = st.navigation(PAGES, position="top" if presentation.active() else "sidebar")

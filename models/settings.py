@@ -81,6 +81,7 @@ BUDGETS: tuple[Budget, ...] = (
     ),
     Budget("pair_cells", 3000, "million cells", "head pairs × attention cells compared for redundancy (JS, cosine)"),
     Budget("rollout_work", 20, "billion multiply-adds", "attention rollout: layers × positions³ (GPT-2 at 1,024: 13)"),
+    Budget("max_train_seconds", 300, "s", "one training run (Train page, `python -m models train`); it stops there"),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -125,6 +126,7 @@ class Settings:
     pair_heads: int
     pair_cells: int
     rollout_work: int
+    max_train_seconds: int
 
     @property
     def max_upload_bytes(self) -> int:

@@ -5,8 +5,9 @@ become dotted keys ("explore.title"). tests/app/test_i18n.py holds both language
 {placeholders}, so neither can fall behind.
 
 English that the command line prints too lives once, in models (which has no streamlit): the mask checker's
-messages are `models.masks.checker.MESSAGES`, merged here as `masks.msg.<code>`, and a corpus's refusals
-`models.analysis.corpus.MESSAGES`, merged as `corpus.msg.<code>`; ui/locales/zh holds their Chinese.
+messages are `models.masks.checker.MESSAGES`, merged here as `masks.msg.<code>`, a corpus's refusals
+`models.analysis.corpus.MESSAGES`, merged as `corpus.msg.<code>`, and the training flags
+`models.training.recorder.FLAGS`, merged as `train.flag.<name>`; ui/locales/zh holds their Chinese.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from models.analysis.corpus import MESSAGES as CORPUS_MESSAGES
 from models.masks.checker import MESSAGES as MASK_MESSAGES
+from models.training.recorder import FLAGS as TRAINING_FLAGS
 
 LOCALES = Path(__file__).resolve().parent / "locales"
 LANGUAGES = {"en": "English", "zh": "中文"}
@@ -51,6 +53,7 @@ def strings(lang: str) -> dict[str, str]:
     if lang == "en":
         out.update({f"masks.msg.{code}": text for code, text in MASK_MESSAGES.items()})
         out.update({f"corpus.msg.{code}": text for code, text in CORPUS_MESSAGES.items()})
+        out.update({f"train.flag.{name}": text for name, text in TRAINING_FLAGS.items()})
     return out
 
 

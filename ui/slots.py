@@ -33,6 +33,29 @@ def _slots() -> threading.BoundedSemaphore:
 
 
 @contextlib.contextmanager
+def held_by_worker(cancel: threading.Event) -> Iterator[bool]:
+    """Hold one heavy slot from a worker thread (it has no page to draw on): wait until one frees or `cancel` is
+    set; yield whether the slot was taken (False: cancelled while waiting, nothing held)."""
+    global waiting
+    sem = _slots()
+    got = sem.acquire(blocking=False)
+    if not got:
+        with _lock:
+            waiting += 1
+        try:
+            while not got and not cancel.is_set():
+                got = sem.acquire(timeout=0.25)
+        finally:
+            with _lock:
+                waiting -= 1
+    try:
+        yield got
+    finally:
+        if got:
+            sem.release()
+
+
+@contextlib.contextmanager
 def heavy() -> Iterator[None]:
     """Hold one of the server's heavy slots while the block runs; show "waiting for a free slot" until one frees."""
     depth = getattr(_held, "depth", 0)

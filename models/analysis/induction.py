@@ -34,6 +34,23 @@ def repeated_random_tokens(encoder: Encoder, n: int = SEQ, batch: int = BATCH, s
     return torch.cat([torch.full((batch, 1), int(bos), dtype=torch.long), half, half], dim=1)
 
 
+def induction_from_maps(attn: torch.Tensor, start: torch.Tensor, n: int) -> torch.Tensor:
+    """Return (layers, heads) induction scores of maps whose repeated segment of length n starts at start[b].
+
+    attn: (batch, layers, heads, q_pos, k_pos); sequence b holds r_1 … r_n at start[b] … start[b] + n − 1 and again
+    right after. The query at start + n + k (the copy's r_{k+1}) targets start + k + 1 (the token after r_{k+1}'s
+    first occurrence); the score is that weight averaged over k = 0 … n − 1 and the batch. With start = 1 (BOS
+    first) it is the score of the module docstring.
+    """
+    B = attn.shape[0]  # batch
+    k = torch.arange(n, device=attn.device)[None, :]  # (1, n)
+    s = start.to(attn.device).long()[:, None]  # (B, 1)
+    batch = torch.arange(B, device=attn.device)[:, None]  # (B, 1)
+    # Advanced indices on axes 0, 3 and 4, slices between: the indexed axes come first, (B, n, layers, heads).
+    target = attn[batch, :, :, s + n + k, s + k + 1]  # A[start + n + k, start + k + 1]
+    return target.mean(dim=(0, 1))
+
+
 @torch.inference_mode()
 def induction_scores(encoder: Encoder, n: int = SEQ, batch: int = BATCH, seed: int = SEED) -> np.ndarray:
     """Return (layers, heads) induction scores in [0, 1] of a decoder (see the module docstring)."""
@@ -42,6 +59,5 @@ def induction_scores(encoder: Encoder, n: int = SEQ, batch: int = BATCH, seed: i
     n = min(n, (encoder.max_tokens - 1) // 2)
     ids = repeated_random_tokens(encoder, n, batch, seed).to(encoder.device)
     attn = encoder.model(ids).attentions.float()  # (batch, layers, heads, 2n + 1, 2n + 1)
-    k = torch.arange(n, device=attn.device)
-    target = attn[..., n + 1 + k, k + 2]  # (batch, layers, heads, n): A[n + 1 + k, k + 2]
-    return target.mean(dim=(0, -1)).cpu().numpy().astype(np.float64)
+    start = torch.ones(attn.shape[0], dtype=torch.long)  # r_1 right after BOS
+    return induction_from_maps(attn, start, n).cpu().numpy().astype(np.float64)

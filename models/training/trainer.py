@@ -1,0 +1,277 @@
+"""`train(config)`: a small decoder trained with plain torch (AdamW, seeded), recording every N steps.
+
+Everything random comes from one torch.Generator seeded with `config.seed` (the weights first, then every batch),
+never from the global RNG: the same seed gives the same curve (on the same machine and thread count), and a run in
+a thread of the app neither disturbs nor is disturbed by other sessions. The run stops at its step count, when
+`stop` is set (the page's Stop button), or at ATTENTION_LENS_MAX_TRAIN_SECONDS, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..device import resolve_device
+from ..errors import InputError
+from ..network import Network
+from ..settings import limit
+from . import recorder
+from .arch import Arch, Shape, arch_for
+from .recorder import Record
+from .tasks import Task, make_task
+
+BOUNDS = {
+    "layers": (1, 4),
+    "heads": (1, 16),
+    "d_model": (8, 512),
+    "steps": (1, 200_000),
+    "batch": (1, 512),
+    "threads": (1, 256),
+}
+MAX_RECORDS = 400  # records a run keeps at most: `every` grows to fit (each record holds every head's map)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. The defaults are the induction recipe (docs/training.md says how it was chosen)."""
+
+    task: str = "induction"  # induction, reverse or text (models.training.tasks)
+    # Which decoder family's modules (models.training.arch.ARCHS). Llama's rotary positions: a previous-token head
+    # is one rotation for every position, and the induction head forms in a few hundred steps; GPT-2's learned
+    # positions must learn "one back" position by position, and were still at chance after 3,500 (docs/training.md).
+    family: str = "llama"
+    layers: int = 2
+    heads: int = 4
+    d_model: int = 64  # d_k = d_model / heads
+    mlp: bool = False  # False: attention-only (the MLP zero and frozen)
+    steps: int = 1500
+    batch: int = 64  # sequences per step: at 16 the same runs stayed on the plateau (a noisier gradient)
+    lr: float = 3e-3  # AdamW, after a linear warmup
+    warmup: int = 100  # steps of linear warmup from 0
+    weight_decay: float = 0.0
+    seed: int = 0
+    every: int = 50  # record every N steps (grows so that a run keeps at most MAX_RECORDS)
+    scale: bool = True  # "break it": False drops the 1/√d_k (§7, row 1)
+    causal: bool = True  # "break it": False trains without the causal mask (§7, row 3)
+    device: str = "cpu"  # auto takes CUDA when there is one
+    # CPU threads of this run (set for the training thread only, restored after). One: at these sizes a step is
+    # mostly overhead, and two threads on a busy 2-core machine spin at OpenMP barriers (20× slower, measured).
+    threads: int = 1
+    symbols: int = 64  # induction and reverse: symbols drawn uniformly
+    text: str = ""  # text task: the text ("" = the bundled passage)
+    task_extra: tuple[tuple[str, Any], ...] = ()  # more task options, as (name, value) pairs (frozen, hashable)
+
+    def check(self) -> None:
+        """Raise InputError naming the first setting out of bounds."""
+        for name, (lo, hi) in BOUNDS.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InputError(f"{name} must be a whole number from {lo} to {hi}, got {v!r}")
+        if self.d_model % self.heads:
+            raise InputError(f"d_model {self.d_model} is not a multiple of heads {self.heads}: heads cannot split it")
+        if not (0 < self.lr <= 1) or not math.isfinite(self.lr):
+            raise InputError(f"lr must be in (0, 1], got {self.lr!r}")
+        if not 0 <= self.weight_decay <= 1:
+            raise InputError(f"weight decay must be in [0, 1], got {self.weight_decay!r}")
+        if self.every < 1 or self.warmup < 0:
+            raise InputError("every must be ≥ 1 and warmup ≥ 0")
+        if not 0 <= self.seed < 2**63:
+            raise InputError(f"seed must be a whole number ≥ 0, got {self.seed!r}")
+
+    def task_options(self) -> dict[str, Any]:
+        if self.task == "text":
+            return {"text": self.text}
+        return {"n_symbols": self.symbols, **dict(self.task_extra)}
+
+    def record_every(self) -> int:
+        return max(self.every, math.ceil(self.steps / MAX_RECORDS))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.task == "text":
+            d["text"] = f"{len(self.text)} characters" if self.text else "the bundled passage"
+        else:
+            d.pop("text")
+        return d
+
+
+@dataclass
+class TrainResult:
+    """A finished (or stopped) run: the model, its task, every record and why it ended."""
+
+    config: TrainConfig
+    task: Task
+    arch: Arch
+    shape: Shape
+    model: Network
+    records: list[Record] = field(default_factory=list)
+    steps_done: int = 0
+    seconds: float = 0.0
+    stop_reason: str = "steps"  # steps | stopped | budget | nan
+    formed_step: int | None = None  # first record where an induction head had formed (Record.induction_formed)
+    formed_seconds: float | None = None
+    crossings: dict[tuple[int, int], int] = field(default_factory=dict)  # (layer, head) → first step ≥ 0.5
+
+    @property
+    def last(self) -> Record | None:
+        return self.records[-1] if self.records else None
+
+    def steps_per_second(self) -> float:
+        return self.steps_done / self.seconds if self.seconds > 0 else float("nan")
+
+    def summary(self) -> dict[str, Any]:
+        """Return the run's summary as plain data (the CLI's --json, the bench)."""
+        last = self.last
+        return {
+            "config": self.config.to_dict(),
+            "task": self.task.describe(),
+            "parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
+            "steps": self.steps_done,
+            "seconds": round(self.seconds, 3),
+            "steps_per_second": round(self.steps_per_second(), 2),
+            "stop": self.stop_reason,
+            "induction_formed_step": self.formed_step,
+            "induction_formed_seconds": None if self.formed_seconds is None else round(self.formed_seconds, 3),
+            "first_crossing": {f"L{layer}H{head}": step for (layer, head), step in sorted(self.crossings.items())},
+            "final": last.summary() if last else None,
+            "induction": None if last is None else np.round(last.induction, 4).tolist(),
+            "induction_by_length": None
+            if last is None
+            else {k: np.round(v, 4).tolist() for k, v in last.induction_by.items()},
+            "prev": None if last is None else np.round(last.prev, 4).tolist(),
+            "chance_loss": round(self.task.chance_loss, 6),
+        }
+
+
+def lr_at(config: TrainConfig, step: int) -> float:
+    """Return the learning rate of step (1-based): linear warmup over `warmup` steps, then constant."""
+    if config.warmup and step <= config.warmup:
+        return config.lr * step / config.warmup
+    return config.lr
+
+
+def build(config: TrainConfig, gen: torch.Generator) -> tuple[Task, Arch, Shape, Network]:
+    """Return the task, family, shape and freshly initialised model of a config (weights drawn from gen)."""
+    config.check()
+    task = make_task(config.task, **config.task_options())
+    arch = arch_for(config.family)
+    shape = Shape(
+        layers=config.layers,
+        heads=config.heads,
+        d_model=config.d_model,
+        vocab_size=task.vocab_size,
+        positions=task.seq,
+        mlp=config.mlp,
+        scale=config.scale,
+        bos_id=task.bos_id if task.bos_id is not None else task.vocab_size - 1,
+    )
+    return task, arch, shape, arch.build(shape, gen)
+
+
+def train(
+    config: TrainConfig,
+    on_record: Callable[[Record], None] | None = None,
+    stop: threading.Event | None = None,
+    max_seconds: float | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> TrainResult:
+    """Train, calling on_record(record) after each record and on_step(step, seconds) after every step; return the
+    result (the model on the CPU).
+
+    max_seconds: None = ATTENTION_LENS_MAX_TRAIN_SECONDS. Raises InputError / BudgetError for a bad config.
+    """
+    budget = float(limit("max_train_seconds")) if max_seconds is None else max_seconds
+    threads = torch.get_num_threads()  # OpenMP's count is per thread: this changes the calling thread's only
+    torch.set_num_threads(config.threads)
+    try:
+        return _train(config, on_record, stop, budget, on_step)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(
+    config: TrainConfig,
+    on_record: Callable[[Record], None] | None,
+    stop: threading.Event | None,
+    budget: float,
+    on_step: Callable[[int, float], None] | None,
+) -> TrainResult:
+    device = resolve_device(config.device)
+    gen = torch.Generator().manual_seed(config.seed)
+    task, arch, shape, model = build(config, gen)
+    model.to(device)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=config.lr, betas=(0.9, 0.99), weight_decay=config.weight_decay)
+    validation = {k: b.to(device) for k, b in task.validation().items()}
+    probe = task.probe().to(device)
+    every = config.record_every()
+    result = TrainResult(config, task, arch, shape, model)
+    d_k = config.d_model // config.heads
+    t0 = time.perf_counter()
+    step = 0
+    for step in range(1, config.steps + 1):
+        lr = lr_at(config, step)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        batch = task.sample(gen, config.batch).to(device)
+        ce, _ = recorder.target_losses(arch, model, batch, config.causal)
+        trained = batch.determined if task.train_on == "determined" else torch.ones_like(batch.determined)
+        loss = (ce * trained).sum() / trained.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        is_record = step % every == 0 or step == config.steps or step == 1
+        finite = bool(torch.isfinite(loss))
+        elapsed = time.perf_counter() - t0
+        out_of_time = elapsed >= budget
+        stopping = (stop is not None and stop.is_set()) or out_of_time or not finite
+        if is_record or stopping:
+            gq, gk = recorder.grad_norms(arch, model)
+        opt.step()
+        if is_record or stopping:
+            ce_d = ce.detach()
+            fields = recorder.measure(arch, model, task, validation, probe, config.causal, config.mlp, d_k)
+            rec = Record(
+                step=step,
+                seconds=time.perf_counter() - t0,
+                lr=lr,
+                train_loss=float(loss.detach()),
+                train_determined=recorder.masked_mean(ce_d, batch.determined),
+                train_chance=recorder.masked_mean(ce_d, batch.chance),
+                grad_q=gq,
+                grad_k=gk,
+                **fields,
+            )
+            rec.flags = recorder.flags(rec, task, step / config.steps)
+            _note(result, rec)
+            result.records.append(rec)
+            if on_record is not None:
+                on_record(rec)
+        if on_step is not None:
+            on_step(step, time.perf_counter() - t0)
+        if stopping:
+            result.stop_reason = "nan" if not finite else ("budget" if out_of_time else "stopped")
+            break
+    result.steps_done = step
+    result.seconds = time.perf_counter() - t0
+    model.to("cpu")
+    model.eval()
+    return result
+
+
+def _note(result: TrainResult, rec: Record) -> None:
+    """Note the first step each head crosses the induction threshold, and when an induction head formed."""
+    L = rec.induction.shape[0]
+    for layer in range(1 if L > 1 else 0, L):
+        for head, score in enumerate(rec.induction[layer]):
+            if score >= recorder.INDUCTION_THRESHOLD and (layer, head) not in result.crossings:
+                result.crossings[(layer, head)] = rec.step
+    if result.formed_step is None and rec.induction_formed:
+        result.formed_step, result.formed_seconds = rec.step, rec.seconds
