@@ -267,8 +267,8 @@ def _maps(records: list[Record], tokens: list[str], font: int) -> None:
         maps[layer, head],
         tokens,
         title=t("train.head_title", layer=layer, head=head, step=rec.step),
-        max_ticks=40,
         height=420,
+        width_hint=400,  # the right-hand column: token labels thinned to what fits there
     )
     right.plotly_chart(heat, width="stretch", key="train_head_map")
 
