@@ -178,8 +178,9 @@ class Record:
             "notes": self.notes,
         }
 
-    def save(self) -> Path:
-        return save(self.name, self.figures())
+    def save(self, extra: dict[str, Any] | None = None) -> Path:
+        """Write the record; extra: the bench's own figures kept beside what the docs render (raw rows, facts)."""
+        return save(self.name, {**(extra or {}), **self.figures()})
 
 
 def _command() -> str:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from bench.results import save
+from bench.results import Record
 from models.training import TrainConfig, train
 
 TARGET_SECONDS = 180.0
@@ -123,8 +123,15 @@ def main() -> None:
             }
         )
         print(f"{h:>5} {ms if ms is not None else '—':>13} {mt if mt is not None else '—':>9}")
-    save(
-        "train",
+    rec = Record("train", "The training lab: how fast an induction head forms on the CPU, by number of heads")
+    steps = rec.table(f"Steps and seconds until an induction head forms (median of seeds {seeds})",
+                      ["heads", "median steps", "median s", "formed in"])  # fmt: skip
+    for r in table:
+        steps.add(r["heads"], r["median_formed_step"], r["median_formed_seconds"], f"{r['formed']}/{r['seeds']} seeds")
+    rec.headline("Train page default run: induction head formed (2 CPU threads)", default.formed_seconds or float("nan"),
+                 "s", f"≤ {TARGET_SECONDS:.0f} s", formed)  # fmt: skip
+    rec.note(f"{rate:.1f} steps/s with the default configuration; {torch.get_num_threads()} torch threads")
+    rec.save(
         {
             "threads": torch.get_num_threads(),
             "config": base.to_dict(),

@@ -32,6 +32,8 @@ PLANNED = {
     "encoder-minilm": "python bench/encoder.py --model minilm",
     "decoder": "python bench/decoder.py",
     "long_context": "python bench/long_context.py",
+    "compare": "python bench/compare.py",
+    "train": "python bench/train.py",
     "memory": "python bench/memory.py",
     "heads": "python bench/heads.py",
     "masks": "python bench/masks.py",

@@ -30,6 +30,9 @@ EXAMPLES = {
     "memory": "python -m models memory --seq 4096 --dtype fp16 --heads-kv 4",
     "stats": 'python -m models stats --model minilm --text "The cat sat on the mat." --no-importance',
     "generate": 'python -m models generate --model random:gpt2-tiny --prompt "The cat sat on the mat. The cat" --tokens 8',
+    "compare": 'python -m models compare --model minilm --text "The keys to the cabinet are here." '
+    '--against-text "The keys to the cabinet is here."',
+    "train": "python -m models train --task induction --steps 200 --seed 0",
 }
 
 NOTES = {
@@ -49,6 +52,13 @@ transformers folders) and what the report means: [Checking your own attention co
     "stats": """Per-head statistics, pattern labels, redundancy and importance for `--text` (and `--text-b`), a
 corpus `--file` or attention saved from any model (`--attentions`); a table for people, or `--json`. The JSON's
 keys and units: [Heads](pages/heads.md#from-the-command-line).""",
+    "compare": """Compares two runs head by head: any two of `--against-model`, `--against-text`, `--against-mask`
+differ from run A. Same tokens: heads ranked by the Jensen–Shannon distance of their maps; other lengths: by how
+far each statistic moved; `--weighted` compares value-weighted maps; `--json` ranks every head. Definitions:
+[Metrics](METRICS.md#comparing-two-runs); the page: [Compare](compare.md).""",
+    "train": """Trains a small decoder (GPT-2 or Llama family, `--family`) with plain PyTorch on a task whose
+targets say which head must form; prints a line per record and a summary, `--out DIR` saves a checkpoint folder
+transformers reads. Tasks, diagnostics and the §7 switches: [Training lab](training.md).""",
     "generate": """Needs a decoder. Greedy, or `--top-k K` sampling with `--seed S`; what `--json` and `--out`
 hold: [Generation](pages/generation.md#from-the-command-line).""",
 }

@@ -6,7 +6,9 @@ an error (an exception, an error box, a script or console error). Writes docs/im
 README and the documentation embed. The browser test tests/browser/test_screenshots.py runs the same shots in CI
 (into artifacts/, so a clean clone stays clean).
 
-A new page or model is one more Shot below; the docs embed docs/img/NAME-en.png and NAME-zh.png.
+A new page or model is one more Shot below; the docs embed docs/img/NAME-en.png and NAME-zh.png. Pictures that
+need a long setup of their own come from their own script (tools/compare_screenshots.py); `made()` lists every
+PNG the scripts write, and tests/docs/test_screenshots_listed.py holds the docs to it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ SHOTS = [
     Shot("generation", "generation", model="decoder"),
     Shot("troubleshooting", "troubleshooting"),
 ]
+
+
+def made() -> set[str]:
+    """Return the name of every PNG the screenshot scripts write into docs/img (this one and the others)."""
+    from tools import compare_screenshots
+
+    names = {f"{s.name}-{lang}.png" for s in SHOTS for lang in LANGS}
+    return names | {f"{s.name}-{lang}.png" for s in compare_screenshots.shots() for lang in s.langs}
 
 
 def url_of(base: str, shot: Shot, lang: str) -> str:

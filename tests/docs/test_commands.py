@@ -21,10 +21,7 @@ from tests.docs.blocks import ROOT, Block, blocks, commands, pages
 RUNNABLE_LANGS = ("bash", "sh", "shell")
 # A documented command that fails today because of a known bug elsewhere: the issue that fixes it, and the
 # substring that names the command. When the command starts to pass, the test fails until the entry goes.
-KNOWN_FAILING = {
-    "stats --model minilm --file examples/corpus_en.txt": "issue 25, item 1: a corpus is refused by "
-    "ATTENTION_LENS_MAX_BATCH instead of streaming in batches",
-}
+KNOWN_FAILING: dict[str, str] = {}  # command text → the open issue it waits for
 _ran: set[str] = set()  # commands already run on another page (and writing no file): once is enough
 
 
