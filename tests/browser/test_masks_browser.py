@@ -75,13 +75,15 @@ def test_upload_a_mask_file(tmp_path, app_url, chromium):
     page.get_by_text("PASS: this is a correct causal mask").wait_for(timeout=LOAD_MS)
     page.get_by_text("Upload a file").click()
     page.get_by_text("Pick an example, type an expression or upload a mask file").wait_for(timeout=LOAD_MS)
-    page.locator("input[type=file]").set_input_files(str(tmp_path / "mha.npy"))
+    page.locator("[data-testid=stMain] input[type=file]").set_input_files(
+        str(tmp_path / "mha.npy")
+    )  # not the sidebar's .txt
     page.get_by_text("FAIL: this is not a correct causal mask in the keep convention").wait_for(timeout=LOAD_MS)
     box = page.get_by_role("combobox", name="Convention (declared)")
     box.click()
     page.get_by_role("option").filter(has_text="drop").first.click()
     page.get_by_text("PASS: this is a correct causal mask in the drop convention").wait_for(timeout=LOAD_MS)
-    page.locator("input[type=file]").set_input_files(str(tmp_path / "evil.npy"))
+    page.locator("[data-testid=stMain] input[type=file]").set_input_files(str(tmp_path / "evil.npy"))
     page.get_by_text("never unpickled").wait_for(timeout=LOAD_MS)
     full_screenshot(page, ARTIFACTS / "masks_upload_refused.png")
     assert not errors, errors
