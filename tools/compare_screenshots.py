@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -26,13 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.support import app_server, browser, full_screenshot, watch_errors  # noqa: E402
+from tools.screenshots import shrink, wait_idle  # noqa: E402
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
 RESULTS = ROOT / "bench" / "results" / "compare.json"
 LOAD_MS = 600_000
 PAIR = ("The keys to the cabinet are", "The keys to the cabinet is")
-RUNNING = "[data-testid=stStatusWidget] [data-testid=stStatusWidgetRunningIcon], [data-testid=stSpinner]"
 ERRORS = "[data-testid=stException], [data-testid=stAlertContentError]"
 
 
@@ -76,17 +75,6 @@ def shots() -> list[Shot]:
     ]
 
 
-def wait_idle(page, timeout_ms: int = LOAD_MS) -> None:
-    """Wait until Streamlit has stopped running and shown no spinner for two checks 0.5 s apart."""
-    deadline = time.time() + timeout_ms / 1000
-    quiet = 0
-    while quiet < 2:
-        if time.time() > deadline:
-            raise TimeoutError("the page did not stop running")
-        page.wait_for_timeout(500)
-        quiet = quiet + 1 if page.locator(RUNNING).count() == 0 else 0
-
-
 def crop(path: Path, bottom: int) -> None:
     """Cut the picture off at `bottom` pixels (what follows repeats what the docs show elsewhere)."""
     from PIL import Image
@@ -96,21 +84,12 @@ def crop(path: Path, bottom: int) -> None:
     cut.save(path)
 
 
-def shrink(path: Path) -> None:
-    """Rewrite the PNG with an adaptive 256-colour palette: a third of the bytes, the same picture to the eye."""
-    from PIL import Image
-
-    with Image.open(path) as img:
-        small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
-    small.save(path, optimize=True)
-
-
 def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
     errors = watch_errors(page)
     page.goto(f"{base}/{shot.path}?{urlencode({**shot.params, 'lang': lang})}")
     page.locator("[data-testid=stMain]").wait_for(timeout=LOAD_MS)
     page.locator(f".js-plotly-plot, {ERRORS}").first.wait_for(timeout=LOAD_MS)
-    wait_idle(page)
+    wait_idle(page, LOAD_MS)
     page.wait_for_timeout(1000)  # plotly's last frame
     shown = [t.strip() for t in page.locator(ERRORS).all_inner_texts()]
     assert not shown, f"{shot.name} ({lang}) shows an error: {shown[0][:300]}"

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.support import app_server, browser, full_screenshot, watch_errors  # noqa: E402
-from tools.compare_screenshots import shrink, wait_idle  # noqa: E402
+from tools.screenshots import shrink, wait_idle  # noqa: E402
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
@@ -65,11 +65,11 @@ def train(page, base: str, lang: str, out: Path) -> Path:
     errors = watch_errors(page)
     page.goto(f"{base}/train?{urlencode({'lang': lang})}")
     page.get_by_role("button", name=translate(lang, "train.start"), exact=True).wait_for(timeout=LOAD_MS)
-    wait_idle(page)
+    wait_idle(page, LOAD_MS)
     page.get_by_role("button", name=translate(lang, "train.start"), exact=True).click()
     # The run ends when the page offers to open the trained folder in Explore.
     page.get_by_role("button", name=translate(lang, "train.open_explore")).wait_for(timeout=LOAD_MS)
-    wait_idle(page)
+    wait_idle(page, LOAD_MS)
     _check(page, errors, f"train ({lang})")
     return _save(page, out, f"train-{lang}")
 
@@ -78,7 +78,7 @@ def _long_text(page, base: str, text_file: Path, query: dict[str, str]) -> list[
     errors = watch_errors(page)
     page.goto(f"{base}/?{urlencode({'model': 'smollm2', 'lang': 'en', **query})}")
     page.locator(".js-plotly-plot").first.wait_for(timeout=LOAD_MS)
-    wait_idle(page)
+    wait_idle(page, LOAD_MS)
     page.locator("[data-testid=stSidebar] input[type=file]").set_input_files(str(text_file))
     time.sleep(2)
     page.locator(".js-plotly-plot").first.wait_for(timeout=LOAD_MS)
