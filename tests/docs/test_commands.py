@@ -22,14 +22,25 @@ RUNNABLE_LANGS = ("bash", "sh", "shell")
 # A documented command that fails today because of a known bug elsewhere: the issue that fixes it, and the
 # substring that names the command. When the command starts to pass, the test fails until the entry goes.
 KNOWN_FAILING: dict[str, str] = {}  # command text → the open issue it waits for
-_ran: set[str] = set()  # commands already run on another page (and writing no file): once is enough
 
 
 def _shell_blocks(page: Path) -> list[Block]:
     return [b for b in blocks(page) if b.lang in RUNNABLE_LANGS]
 
 
+def _once(b: Block, text: str) -> bool:
+    """A command that needs nothing the page made and writes no --out folder: the same on every page it is on."""
+    return not b.needs and "--out" not in text
+
+
 PAGES = [p for p in pages() if _shell_blocks(p)]
+# Such a command runs on the first page that shows it, whichever worker runs which page (pytest-xdist).
+FIRST_PAGE: dict[str, Path] = {}
+for _page in PAGES:
+    for _b in _shell_blocks(_page):
+        for _cmd in commands(_b):
+            if _once(_b, _cmd.text) and not _b.skip:  # a block never run does not count
+                FIRST_PAGE.setdefault(_cmd.text, _page)
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -91,15 +102,12 @@ def test_page_commands_run(page: Path, tmp_path: Path):
             skipped.append(f"{b.where()}: needs {', '.join(missing)}")
             continue
         for cmd in commands(b):
-            once = not b.needs and "--out" not in cmd.text
-            if once and cmd.text in _ran:
-                continue
+            if _once(b, cmd.text) and FIRST_PAGE[cmd.text] != page:
+                continue  # run on an earlier page
             r = subprocess.run(
                 ["bash", "-c", cmd.text], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
             )
             ran += 1
-            if once:
-                _ran.add(cmd.text)
             issue = next((why for key, why in KNOWN_FAILING.items() if key in cmd.text), None)
             if issue:
                 known.append((cmd.text, r.returncode == cmd.exit, issue))
