@@ -6,8 +6,8 @@
 
 For each length, in one run:
 - peak resident memory of `python -m models export --layers 29 --heads 0 --text-file …` and of
-  `python -m models stats --text-file … --json`, each a fresh process, read from the kernel (ru_maxrss of the
-  child: its own high-water mark);
+  `python -m models stats --text-file … --json`, each a fresh process: its own high-water mark (VmHWM), which
+  it reads from /proc as it exits (ru_maxrss would carry this bench's own peak over into the child);
 - the time of our forward that keeps everything any map needs later (models.maps: rows in blocks, queries, keys
   and log-sum-exps kept) ÷ transformers' plain forward with SDPA attention and no attentions returned, same
   weights, same ids, alternating in one process;
@@ -59,25 +59,39 @@ def text_file(tokenizer, n_tokens: int, folder: Path) -> Path:
     return path
 
 
+# Runs `python -m models ARGS…` in this interpreter's child and, as it exits, writes the child's own peak resident
+# memory (VmHWM of its address space) to the file named by BENCH_HWM_FILE. Not ru_maxrss: Linux carries the
+# parent's peak over a fork and exec into the child's ru_maxrss, so it would report this bench's own memory.
+_CHILD = (
+    "import atexit, os, runpy, sys\n"
+    "def _hwm():\n"
+    "    kb = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
+    "    open(os.environ['BENCH_HWM_FILE'], 'w').write(kb)\n"
+    "atexit.register(_hwm)\n"
+    "sys.argv = ['models', *sys.argv[1:]]\n"
+    "runpy.run_module('models', run_name='__main__', alter_sys=True)\n"
+)
+
+
 def peak_of(argv: list[str]) -> tuple[float, float, int]:
     """Return (peak resident GB, seconds, exit code) of a fresh `python -m models …` process: its own high-water
-    mark, from the kernel's accounting of that child alone (os.wait4)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "models", *argv],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ},
-    )
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode("utf-8", "replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.perf_counter() - t0
+    mark (VmHWM, read by the child itself as it exits)."""
+    with tempfile.NamedTemporaryFile(suffix=".hwm") as hwm:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, *argv],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "BENCH_HWM_FILE": hwm.name},
+        )
+        seconds = time.perf_counter() - t0
+        kb = Path(hwm.name).read_text().strip()
     if proc.returncode:
-        print(f"  {' '.join(argv[:3])} …: exit {proc.returncode}: {err.strip()[-300:]}")
-    return usage.ru_maxrss / 2**20, seconds, proc.returncode  # ru_maxrss is in kB on Linux
+        print(
+            f"  {' '.join(argv[:3])} …: exit {proc.returncode}: {proc.stderr.decode('utf-8', 'replace').strip()[-300:]}"
+        )
+    return int(kb) / 2**20 if kb else float("nan"), seconds, proc.returncode
 
 
 def _server_gb(pid: int, field: str) -> float:

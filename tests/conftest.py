@@ -180,7 +180,8 @@ def app_url():
 
 @pytest.fixture(scope="module")
 def chromium():
-    """Debian's headless Chromium driven by playwright, for one browser-test module."""
+    """Debian's headless Chromium driven by playwright, for one browser-test module (module, not session: a
+    module that drives playwright itself, tools/screenshots.run, cannot start it while another loop runs)."""
     from tests.browser.support import browser
 
     with browser() as b:
@@ -197,3 +198,10 @@ def _unfreeze_gc():
     yield
     if gc.get_freeze_count():
         gc.unfreeze()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `long` (a minute or more) first: pytest-xdist's worksteal hands each worker a contiguous share
+    and the other steals from its tail, so the long ones start at once and the short ones even the workers out,
+    instead of one long test starting last and the other worker waiting for it."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: otherwise as collected

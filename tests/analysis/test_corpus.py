@@ -197,6 +197,7 @@ def test_the_example_corpus_streams_in_batches_and_equals_one_batch(minilm, monk
         assert other.tokens == one.tokens
 
 
+@pytest.mark.long
 def test_corpus_importance_streams_in_batches_too(minilm, monkeypatch):
     lines = read_corpus(EXAMPLE.read_text(encoding="utf-8"))[:20]
     monkeypatch.setenv("ATTENTION_LENS_MAX_BATCH", "4")

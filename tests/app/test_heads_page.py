@@ -81,6 +81,7 @@ def test_heads_page_empty_text_is_a_prompt():
     assert any("Type a sentence" in i.value for i in at.info)
 
 
+@pytest.mark.long
 def test_long_text_importance_waits_for_the_button():
     at = page("app_pages/heads.py", text="word " * 300)  # 302 tokens: more work than the page does unasked
     assert not at.exception

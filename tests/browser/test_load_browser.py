@@ -20,6 +20,7 @@ WORDS = "heads look at tokens while the class reads a long paragraph about river
 DONE = ".js-plotly-plot image, [data-testid=stAlertContentError], [data-testid=stException]"
 
 
+@pytest.mark.long
 def test_sixteen_sessions_paste_long_texts_at_once(app_url, chromium):
     rng = random.Random(0)
     context = chromium.new_context(viewport={"width": 1200, "height": 800})

@@ -15,6 +15,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("lang", ["en", "zh"])  # one test per language: two workers share the work
 def test_every_page_in_both_languages_shows_no_error(lang):
     from tools.screenshots import LANGS, SHOTS, VIEWPORT, run

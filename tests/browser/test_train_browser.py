@@ -19,13 +19,14 @@ LOAD_MS = 120_000
 STEP = re.compile(r"step (\d+) of (\d+)")
 
 
+@pytest.mark.long
 def test_train_page_updates_live_and_draws_the_run(app_url, chromium):
     page = chromium.new_page(viewport={"width": 1400, "height": 1000})
     errors = watch_errors(page)
     page.goto(f"{app_url}/train")
     page.get_by_text("Train a transformer", exact=False).first.wait_for(timeout=LOAD_MS)
     steps = page.get_by_label("Steps")
-    steps.fill("150")
+    steps.fill("400")
     steps.press("Enter")
     page.wait_for_timeout(1500)
     # By its key: a button with an icon is named "play_arrow Train" (the icon is a ligature's text).

@@ -208,6 +208,7 @@ def _smollm2_reference():
     return model.eval()
 
 
+@pytest.mark.long
 def test_smollm2_matches_transformers_on_the_gguf_weights(smollm2):
     c = smollm2.config
     assert (c.n_layers, c.n_heads, c.n_kv_heads, c.d_model, c.d_k, c.rope_theta) == (30, 9, 3, 576, 64, 100_000.0)

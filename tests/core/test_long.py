@@ -128,6 +128,7 @@ MEMORY_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.long
 def test_no_path_holds_every_layers_maps_at_4096_tokens(tmp_path):
     """4 layers × 8 heads at 4,096 tokens: dense maps would be 2 GB; the forward, the statistics and one head's map
     together must grow the process by far less (measured: the kernel's high-water mark of a fresh process)."""

@@ -83,6 +83,7 @@ def test_no_shell_block_shows_output_or_prompts():
     assert not bad, f"bash blocks with prompts (use a text block for output): {bad}"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_page_commands_run(page: Path, tmp_path: Path):
     (tmp_path / "examples").symlink_to(ROOT / "examples")
