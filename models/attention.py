@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -45,6 +46,7 @@ class Options:
     rows: int | None = None
     lse_out: torch.Tensor | None = None
     span: tuple[int, int | None] | None = None
+    pool: Any = None  # models.maps.Pooled: each block's probs also pooled into overview tiles (rows(), add())
 
 
 # The named points of a layer's attention, in the order they happen, with their axes. `heads` is the number of
@@ -97,13 +99,13 @@ def attend(
     """
     hook = opts.hook
     q, k = hook("queries", q), hook("keys", k)
-    n_rep = q.size(1) // k.size(1)  # query heads per key/value head
-    k = hook("keys_rep", repeat_kv(k, n_rep))  # (B, nh, S, d_k)
-    if v is not None:
-        v = repeat_kv(hook("values", v), n_rep)  # (B, nh, S, d_k)
-    if opts.rows is not None and q.size(2) > opts.rows:
-        context, probs = attend_in_blocks(q, k, v, keep, scale, opts)
+    if opts.rows is not None and q.size(2) > opts.rows:  # a long input: blocks of rows, groups kept grouped
+        context, probs = attend_in_blocks(q, k, None if v is None else hook("values", v), keep, scale, opts)
     else:
+        n_rep = q.size(1) // k.size(1)  # query heads per key/value head
+        k = hook("keys_rep", repeat_kv(k, n_rep))  # (B, nh, S, d_k)
+        if v is not None:
+            v = repeat_kv(hook("values", v), n_rep)  # (B, nh, S, d_k)
         context, probs = attend_rows(q, k, v, keep, scale, opts)
     if context is not None and opts.head_gates is not None:
         context = context * opts.head_gates.to(context.dtype).view(-1, q.size(1), 1, 1)  # (1 or B, nh, 1, 1)
@@ -162,27 +164,95 @@ def attend_in_blocks(
     scale: float,
     opts: Options,
 ) -> tuple[torch.Tensor | None, None]:
-    """Return (context, None): `attend_rows` on opts.rows query rows at a time, each over the keys it can see.
+    """Return (context, None): the steps of `attend_rows`, opts.rows query rows at a time, over the keys they see.
 
-    The same steps as for a short input, a block of rows at a time: memory holds heads · rows · k_pos scores
-    instead of heads · q_pos · k_pos. A causal layer's block reads only keys up to its last row (and from its
-    first row's window start): the keys it skips would get weight exactly 0. Each row's log-sum-exp goes to
-    opts.lse_out, so any map is exact again later without having been kept.
+    q: (batch, heads, q_pos, d_k); k, v: (batch, kv_heads, k_pos, d_k), not repeated. Memory holds heads · rows ·
+    k_pos scores instead of heads · q_pos · k_pos. A causal layer's block reads only keys up to its last row (and
+    from its first row's window start): the keys it skips would get weight exactly 0. Each row's log-sum-exp goes
+    to opts.lse_out, so any map is exact again later without having been kept (models.maps).
+
+    The same numbers as `attend_rows` block by block (`attend_in_blocks_plain`, the reference the tests and
+    bench/long_context.py compare with), arranged for long rows, where every pass over the scores costs: one
+    scores buffer for all blocks (a fresh 75 MB tensor per block at 4,096 tokens is page faults, not
+    arithmetic), the softmax written over the scores, the mask filled only in the columns where it hides a key
+    (a causal block's last rows × rows square), and each group's query heads stacked against their one key/value
+    head instead of repeating K and V. opts.pool (models.maps.Pooled) also pools each block's probs into tiles.
     """
     B, nh, T, _ = q.shape  # batch, heads, q_pos, d_k
+    n_kv, S = k.size(1), k.size(2)  # key/value heads, keys
+    g = nh // n_kv  # query heads per key/value head
+    assert opts.rows is not None
+    R = opts.rows if opts.pool is None else opts.pool.rows(opts.rows)
+    fill = opts.fill
+    context = None if v is None else q.new_empty(B, nh, T, v.size(-1))
+    if opts.lse_out is not None:
+        opts.lse_out.fill_(0.0)
+    qs = q * scale  # the scale on q, as in attend_rows
+    kt = k.transpose(-2, -1)  # (B, n_kv, d_k, S)
+    work = q.new_empty(B * nh * min(R, T) * S)  # every block's scores, then its probs (in place when float32)
+    pwork = work if q.dtype == torch.float32 else torch.empty(work.numel(), dtype=torch.float32, device=q.device)
+    for r0 in range(0, T, R):
+        r1 = min(T, r0 + R)
+        n = r1 - r0
+        k0, k1 = visible_keys(r0, r1, S, opts.span)
+        m = k1 - k0
+        scores = work[: B * nh * n * m].view(B, n_kv, g * n, m)  # a group's heads' rows one after another
+        torch.matmul(qs[:, :, r0:r1].reshape(B, n_kv, g * n, -1), kt[..., k0:k1], out=scores)
+        scores = scores.view(B, nh, n, m)
+        if keep is not None:
+            _fill_hidden(scores, ~_cut(keep, r0, r1, k0, k1), torch.finfo(scores.dtype).min if fill is None else fill)
+        top = scores.amax(-1) if opts.lse_out is not None else None  # each row's largest score
+        probs = pwork[: B * nh * n * m].view(B, nh, n, m)
+        torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs)
+        if top is not None and opts.lse_out is not None:
+            # log Σ_j exp(s_ij) = s_ij* − log p_ij* at the row's largest score, as in attend_rows.
+            torch.sub(top.float(), probs.amax(-1).log(), out=opts.lse_out[:, :, r0:r1])
+        if opts.pool is not None:
+            opts.pool.add(probs, r0, k0)
+        if context is not None and v is not None:
+            grouped = probs.view(B, n_kv, g * n, m).to(v.dtype)
+            context[:, :, r0:r1] = torch.matmul(grouped, v[:, :, k0:k1]).view(B, nh, n, -1)
+    return context, None
+
+
+def _fill_hidden(scores: torch.Tensor, hidden: torch.Tensor, fill: float) -> None:
+    """Set scores to fill where hidden (broadcastable), touching only the columns where something is hidden."""
+    if hidden.size(-1) == 1:
+        scores.masked_fill_(hidden, fill)
+        return
+    cols = hidden.reshape(-1, hidden.size(-1)).any(0).nonzero()
+    if cols.numel() == 0:
+        return
+    c0, c1 = int(cols[0]), int(cols[-1]) + 1
+    scores[..., c0:c1].masked_fill_(hidden[..., c0:c1], fill)
+
+
+def attend_in_blocks_plain(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor | None,
+    keep: torch.Tensor | None,
+    scale: float,
+    opts: Options,
+) -> tuple[torch.Tensor | None, None]:
+    """Return (context, None): `attend_rows` itself on opts.rows query rows at a time (K and V repeated).
+
+    What `attend_in_blocks` computes, the plain way: the reference its tests and bench/long_context.py compare
+    it with (numbers and time).
+    """
+    B, nh, T, _ = q.shape
     S = k.size(2)
     assert opts.rows is not None
+    n_rep = nh // k.size(1)
+    k = repeat_kv(k, n_rep)
+    v = None if v is None else repeat_kv(v, n_rep)
     context = None if v is None else q.new_empty(B, nh, T, v.size(-1))
     if opts.lse_out is not None:
         opts.lse_out.fill_(0.0)
     for r0 in range(0, T, opts.rows):
         r1 = min(T, r0 + opts.rows)
         k0, k1 = visible_keys(r0, r1, S, opts.span)
-        block = Options(
-            hook=no_hook,
-            fill=opts.fill,
-            lse_out=None if opts.lse_out is None else opts.lse_out[:, :, r0:r1],
-        )
+        block = Options(fill=opts.fill, lse_out=None if opts.lse_out is None else opts.lse_out[:, :, r0:r1])
         ctx, _ = attend_rows(
             q[:, :, r0:r1],
             k[:, :, k0:k1],

@@ -26,7 +26,36 @@ from .attention import repeat_kv, visible_keys
 from .errors import BudgetError
 from .masks.conventions import causal_keep
 
-ROW_BLOCK = 512  # query rows per block, in the forward and when maps are recomputed
+ROW_BLOCK = 512  # query rows per block when maps are recomputed
+FORWARD_ROWS = 128  # query rows per block in the long forward (bench/long_context.py: smaller blocks stay in cache)
+OVERVIEW_CELLS = 128  # cells per side of the max-pooled tiles of every head the long forward makes as it goes
+
+
+class Pooled:
+    """One layer's maps of every head pooled to ≤ size × size cells as the forward's row blocks go by.
+
+    models.attention.attend_in_blocks calls `rows` (blocks of whole pooled rows) and `add` (a block's probs);
+    `out` is then what `OnDemandMaps.pooled(layer, None, size, how)` would make, without making the maps twice.
+    """
+
+    def __init__(self, heads: int, n_q: int, n_k: int, size: int = OVERVIEW_CELLS, how: str = "max"):
+        self.f = pool_factor(n_q, n_k, size)
+        self.size, self.how = size, how
+        self.out = torch.zeros(heads, -(-n_q // self.f), -(-n_k // self.f), dtype=torch.float32)
+
+    def rows(self, rows: int) -> int:
+        """Return the query rows per block: about `rows`, a whole number of pooled rows."""
+        return max(self.f, (rows // self.f) * self.f)
+
+    def add(self, probs: torch.Tensor, r0: int, k0: int) -> None:
+        """Pool a block of probs (1, heads, rows, keys), rows from r0 and keys from k0 (r0 a multiple of f)."""
+        f = self.f
+        block = probs[0]
+        a0 = (k0 // f) * f  # the pooled column the block's first key falls in
+        if a0 != k0:  # a window's block: line its keys up with the pooled columns
+            block = torch.nn.functional.pad(block, (k0 - a0, 0))
+        tiles = pool_block(block, f, self.how).cpu()  # (heads, rows / f, ⌈keys / f⌉)
+        self.out[:, r0 // f : r0 // f + tiles.shape[1], a0 // f : a0 // f + tiles.shape[2]] = tiles
 
 
 @dataclass
@@ -58,6 +87,7 @@ class OnDemandMaps:
         keep: torch.Tensor | None,
         causal: bool,
         start: int = 0,
+        tiles: dict[int, Pooled] | None = None,
     ):
         any_layer = next(iter(layers.values()))
         self.layers = layers
@@ -68,6 +98,7 @@ class OnDemandMaps:
         self.causal = causal
         self.start = start
         self.dtype = torch.float32
+        self.tiles = tiles or {}  # per layer: every head's pooled maps, made by the forward as it went
 
     # ---- what a tensor would say -------------------------------------------------------------------
 
@@ -169,6 +200,9 @@ class OnDemandMaps:
         each block of queries, so pooled rows still sum to 1 (a distribution over key blocks).
         """
         f = pool_factor(self.n_q, self.n_k, size)
+        made = self.tiles.get(layer)
+        if made is not None and (made.size, made.how) == (size, how) and layer in self.layers:
+            return made.out.clone() if head is None else made.out[head].clone()
         heads = slice(None) if head is None else [head]
         n_h = self.n_heads if head is None else 1
         qb, kb = -(-self.n_q // f), -(-self.n_k // f)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import Options, Recorder, no_hook
-from .maps import ROW_BLOCK, LayerStore, OnDemandMaps
+from .maps import FORWARD_ROWS, LayerStore, OnDemandMaps, Pooled
 from .masks.conventions import causal_keep, combine
 
 # Activations checkpoints name in `hidden_act` / `activation_function`, as torch functions.
@@ -284,7 +284,7 @@ class Network(nn.Module):
         keep_layers: Collection[int] | None,
         progress: Callable[[float], None] | None = None,
     ) -> ForwardResult:
-        """The forward of one long text: rows in blocks of ROW_BLOCK, the maps of kept layers on demand."""
+        """The forward of one long text: rows in blocks of FORWARD_ROWS, the maps of kept layers on demand."""
         B, T = input_ids.shape  # batch, seq
         if B != 1:
             raise ValueError("maps on demand are for one text at a time")
@@ -294,6 +294,7 @@ class Network(nn.Module):
             raise ValueError(f"layers to keep must be among 0–{cfg.n_layers - 1}, got {sorted(kept)}")
         lse = {i: torch.empty(1, cfg.n_heads, T, dtype=torch.float32, device=input_ids.device) for i in kept}
         caught: dict[int, dict[str, torch.Tensor]] = {i: {} for i in kept}
+        tiles = {i: Pooled(cfg.n_heads, T, T) for i in kept}  # the overview's tiles, pooled as the rows go by
 
         def keeper(got: dict[str, torch.Tensor]) -> Callable[[str, torch.Tensor], torch.Tensor]:
             def hook(name: str, t: torch.Tensor) -> torch.Tensor:
@@ -307,8 +308,9 @@ class Network(nn.Module):
             return Options(
                 hook=keeper(caught[i]) if i in kept else no_hook,
                 head_gates=None if head_gates is None else head_gates[..., i, :],
-                rows=ROW_BLOCK,
+                rows=FORWARD_ROWS,
                 lse_out=lse.get(i),
+                pool=tiles.get(i),
                 maps_only=maps_only and i == cfg.n_layers - 1,
             )
 
@@ -336,7 +338,7 @@ class Network(nn.Module):
         if keep is not None:
             k4 = keep if keep.dim() == 4 else keep.view(*([1] * (4 - keep.dim())), *keep.shape)
             user = torch.broadcast_to(k4, (1, k4.shape[1], T, T))[0, 0]
-        maps = OnDemandMaps(stores, cfg.n_layers, user, causal)
+        maps = OnDemandMaps(stores, cfg.n_layers, user, causal, tiles=tiles)
         hidden = None if maps_only else self.finish(outputs[0])
         return ForwardResult(last_hidden=hidden, attentions=maps)
 

@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 
 from models import EncoderOutput
-from models.maps import pool_factor
+from models.maps import OVERVIEW_CELLS, pool_factor
 from viz.heatmap import head_heatmap
 from viz.layer import layer_figure
 from viz.lines import lines_figure
@@ -23,7 +23,7 @@ from viz.overview import overview_figure, render_mosaic
 from . import debug, results, state
 from .state import t
 
-TILE = 128  # cells per side of an overview tile (and of a layer's maps): max-pooled from the exact maps
+TILE = OVERVIEW_CELLS  # cells per side of an overview tile (and of a layer's maps): max-pooled by the forward
 HEAD_CELLS = 256  # cells per side of one head's pooled map
 WINDOW = 128  # tokens per side of the exact window a head opens on
 LINES_MAX = 80

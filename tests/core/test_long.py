@@ -164,3 +164,64 @@ def test_cli_exports_chosen_layers_and_heads_of_a_long_text(windowed, tmp_path, 
     )
     doc = json.loads((tmp_path / "s.json").read_text())
     assert len(doc["heads"]) == 12 and doc["kind"] == "decoder"
+
+
+@pytest.mark.parametrize(
+    ("n_kv", "span", "user"),
+    [(3, (0, None), False), (1, (0, 48), False), (9, None, True), (3, (0, None), True)],
+    ids=["gqa-causal", "mqa-window", "mha-user-mask", "gqa-causal-user-mask"],
+)
+def test_blocked_attention_is_the_plain_blocked_attention(n_kv, span, user):
+    """The long forward's arranged block loop (one buffer, softmax in place, grouped heads, mask only where it
+    hides) gives attend_rows' numbers block by block: context, log-sum-exps and pooled tiles."""
+    from models.attention import Options, attend_in_blocks, attend_in_blocks_plain
+    from models.maps import Pooled, pool_block
+    from models.masks.conventions import causal_keep
+
+    g = torch.Generator().manual_seed(0)
+    T, nh, d = 700, 9, 16
+    q = torch.randn(1, nh, T, d, generator=g) * 3
+    k = torch.randn(1, n_kv, T, d, generator=g) * 3
+    v = torch.randn(1, n_kv, T, d, generator=g)
+    keep = None
+    if span is not None:
+        keep = causal_keep(T, window=span[1])[None, None]
+    if user:
+        pad = torch.ones(T, T, dtype=torch.bool)
+        pad[:, 5:40] = False  # a user's mask hiding some keys from every row
+        keep = pad[None, None] if keep is None else keep & pad
+    runs = {}
+    for fn in (attend_in_blocks, attend_in_blocks_plain):
+        lse = torch.empty(1, nh, T)
+        pool = Pooled(nh, T, T, size=64) if fn is attend_in_blocks else None
+        opts = Options(rows=128, lse_out=lse, span=span, pool=pool)
+        ctx, probs = fn(q, k, v, keep, 0.25, opts)
+        assert probs is None
+        runs[fn.__name__] = (ctx, lse, pool)
+    (ctx, lse, pool), (ref_ctx, ref_lse, _) = runs["attend_in_blocks"], runs["attend_in_blocks_plain"]
+    assert (ctx - ref_ctx).abs().max() <= 1e-5
+    assert (lse - ref_lse).abs().max() <= 1e-5
+    # The tiles pooled as the blocks went by are those of the whole softmax.
+    scores = (q * 0.25) @ k.repeat_interleave(nh // n_kv, dim=1).transpose(-1, -2)
+    if keep is not None:
+        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    dense = torch.softmax(scores, -1)[0]
+    assert (pool.out - pool_block(dense, pool.f, "max")).abs().max() <= 1e-6
+
+
+def test_the_long_forward_makes_the_overview_tiles_on_the_way(windowed, monkeypatch):
+    """The overview's tiles come from the forward itself (no second pass over every map), equal to the ones
+    recomputed from the kept queries and keys."""
+    from models.maps import OVERVIEW_CELLS
+
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    out = load_model(windowed, device="cpu").encode(TEXT, hidden=False)
+    maps = out.attentions
+    assert set(maps.tiles) == set(range(out.n_layers))
+    for layer in (0, out.n_layers - 1):  # a full causal layer and a sliding-window one
+        made = maps.pooled(layer, None, OVERVIEW_CELLS, "max")
+        tiles = maps.tiles.pop(layer)
+        again = maps.pooled(layer, None, OVERVIEW_CELLS, "max")
+        maps.tiles[layer] = tiles
+        assert made.shape == again.shape
+        assert (made - again).abs().max() <= 1e-6
