@@ -171,8 +171,8 @@ def attend_in_blocks(
     from its first row's window start): the keys it skips would get weight exactly 0. Each row's log-sum-exp goes
     to opts.lse_out, so any map is exact again later without having been kept (models.maps).
 
-    The same numbers as `attend_rows` block by block (`attend_in_blocks_plain`, the reference the tests and
-    bench/long_context.py compare with), arranged for long rows, where every pass over the scores costs: one
+    The same numbers as `attend_rows` block by block (`attend_in_blocks_plain`, the reference tests/core/test_long.py
+    compares it with), arranged for long rows, where every pass over the scores costs: one
     scores buffer for all blocks (a fresh 75 MB tensor per block at 4,096 tokens is page faults, not
     arithmetic), the softmax written over the scores, the mask filled only in the columns where it hides a key
     (a causal block's last rows × rows square), and each group's query heads stacked against their one key/value
@@ -204,7 +204,7 @@ def attend_in_blocks(
         top = scores.amax(-1) if opts.lse_out is not None else None  # each row's largest score
         probs = pwork[: B * nh * n * m].view(B, nh, n, m)
         torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs)
-        if top is not None and opts.lse_out is not None:
+        if opts.lse_out is not None and top is not None:
             # log Σ_j exp(s_ij) = s_ij* − log p_ij* at the row's largest score, as in attend_rows.
             torch.sub(top.float(), probs.amax(-1).log(), out=opts.lse_out[:, :, r0:r1])
         if opts.pool is not None:
@@ -237,8 +237,8 @@ def attend_in_blocks_plain(
 ) -> tuple[torch.Tensor | None, None]:
     """Return (context, None): `attend_rows` itself on opts.rows query rows at a time (K and V repeated).
 
-    What `attend_in_blocks` computes, the plain way: the reference its tests and bench/long_context.py compare
-    it with (numbers and time).
+    What `attend_in_blocks` computes, the plain way: the reference its tests compare it with. (Its time against
+    this one is not yet a bench figure.)
     """
     B, nh, T, _ = q.shape
     S = k.size(2)
