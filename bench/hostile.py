@@ -199,14 +199,69 @@ ANSWERED = (
     " return !!i && i.getAttribute('href') !== old && !document.querySelector('[data-testid=stSpinner]') }"
 )
 # What a session's Heads page shows once the upload is dealt with: the budget's message, our refusal, or a traceback.
+# textContent, not innerText: the budget's message sits in the Redundancy tab, which is not the one shown.
 SETTLED = (
     "() => !document.querySelector('[data-testid=stSpinner]') && (document.querySelector('[data-testid=stException]')"
-    " || document.body.innerText.includes('not compared pairwise') || document.body.innerText.includes('could not be shown'))"
+    " || document.body.textContent.includes('not compared pairwise') || document.body.textContent.includes('could not be shown'))"
 )
 UPLOADS = {
     "64 layers × 64 heads (read; heads² work over ATTENTION_LENS_PAIR_HEADS)": "heads-64x64.npz",
     "1 layer × 4,096 heads (issue 26's file; refused by ATTENTION_LENS_FILE_HEADS)": "heads-4096.npz",
 }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its children that were waited for (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid → (parent pid, name) of every live process."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                head, rest = (entry / "stat").read_text().rsplit(")", 1)
+                out[int(entry.name)] = (int(rest.split()[1]), head.split("(", 1)[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+class Niced:
+    """Keep every process below `roots` at nice 19 (Chromium resets its own priorities at start); sum their CPU.
+
+    The uploaders' browser stands for other people's machines: on the 2 cores the server and the visitor's browser
+    share here, its renderers drawing 4,096 heads would otherwise be timed as the server's slowness.
+    """
+
+    def __init__(self, roots: set[int]):
+        self.roots, self.pids, self.cpu = roots, set(roots), {}
+        self._stop = threading.Event()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            procs = _processes()
+            for pid, (ppid, _) in procs.items():
+                if ppid in self.pids:
+                    self.pids.add(pid)
+            for pid in list(self.pids):
+                try:
+                    for task in os.listdir(f"/proc/{pid}/task"):  # nice is per thread on Linux
+                        if os.getpriority(os.PRIO_PROCESS, int(task)) != 19:
+                            os.setpriority(os.PRIO_PROCESS, int(task), 19)
+                    self.cpu[pid] = _cpu_seconds(pid)
+                except OSError:
+                    self.pids.discard(pid)  # ended: its last reading stays in self.cpu
+            time.sleep(0.05)
+
+    def seconds(self) -> float:
+        return sum(self.cpu.values())
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def _commit_text(page, text: str) -> float:
@@ -227,8 +282,14 @@ def run_upload(figures: dict, sessions: int = 2, repeats: int = 3, words: int = 
     print(f"upload: {sessions} sessions upload a 4,096-head file (2 × 2 maps) on the Heads page; a third types text")
     rng = random.Random(2)
     ok = True
+    # The uploaders' pages draw 4,096 heads' tables and charts: ~7 s of browser CPU each, on the 2 cores the server
+    # and the visitor's browser share here (on the web they run on the uploaders' own machines). Their browser runs
+    # at nice 19 (Niced) so that what is timed is the server's answer; the CPU each side spent is reported.
     with Server() as server, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        before = set(_processes())
+        uploaders = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        niced = Niced({pid for pid, (_, name) in _processes().items() if pid not in before and "chrom" in name})
         visitor = browser.new_page(viewport={"width": 1200, "height": 800})
         visitor.goto(server.url)
         visitor.locator(".js-plotly-plot image").first.wait_for(timeout=300_000)
@@ -238,7 +299,7 @@ def run_upload(figures: dict, sessions: int = 2, repeats: int = 3, words: int = 
         for label, name in UPLOADS.items():
             pages = []
             for _ in range(sessions):
-                page = browser.new_page(viewport={"width": 1200, "height": 800})
+                page = uploaders.new_page(viewport={"width": 1200, "height": 800})
                 page.goto(f"{server.url}/heads")  # the default text's report first (cached for every session)
                 page.locator("[data-testid=stSidebar] label", has_text="Attention file").first.click(timeout=600_000)
                 page.wait_for_function(
@@ -246,6 +307,7 @@ def run_upload(figures: dict, sessions: int = 2, repeats: int = 3, words: int = 
                 )
                 pages.append(page)
             server.peak = server.rss()
+            cpu0 = _cpu_seconds(server.proc.pid), niced.seconds()
             start = time.perf_counter()
             for page in pages:
                 page.locator("[data-testid=stSidebar] input[type=file]").set_input_files(str(corpus.FOLDER / name))
@@ -259,6 +321,8 @@ def run_upload(figures: dict, sessions: int = 2, repeats: int = 3, words: int = 
                 except Exception as err:  # noqa: BLE001 - a timeout is an outcome to report
                     outcomes.append(f"timeout: {type(err).__name__}")
             settled = time.perf_counter() - start
+            server_cpu = _cpu_seconds(server.proc.pid) - cpu0[0]
+            uploaders_cpu = niced.seconds() - cpu0[1]
             alive = server.proc.poll() is None
             ratio = loaded[len(loaded) // 2] / quiet[len(quiet) // 2]
             good = alive and server.peak < 2 * GB and ratio <= 2 and all(o == "ok" for o in outcomes)
@@ -269,6 +333,8 @@ def run_upload(figures: dict, sessions: int = 2, repeats: int = 3, words: int = 
                 "median_ratio_to_quiet": round(ratio, 2),
                 "uploads_settled_s": round(settled, 2),
                 "server_peak_mb": round(server.peak / 2**20),
+                "server_cpu_s": round(server_cpu, 1),
+                "uploaders_browser_cpu_s": round(uploaders_cpu, 1),
                 "alive": alive,
                 "outcomes": outcomes,
                 "met": good,
@@ -276,11 +342,14 @@ def run_upload(figures: dict, sessions: int = 2, repeats: int = 3, words: int = 
             print(
                 f"  {label}: uploads settled in {settled:.1f} s ({outcomes}); the visitor's text "
                 f"{', '.join(f'{x:.2f}' for x in loaded)} s = {ratio:.2f}× quiet (median); server peak "
-                f"{server.peak / 2**20:.0f} MB, alive: {alive}; target alive, < 2 GB, ≤ 2× quiet: "
+                f"{server.peak / 2**20:.0f} MB, server CPU {server_cpu:.1f} s, uploaders' browser CPU "
+                f"{uploaders_cpu:.1f} s, alive: {alive}; target alive, < 2 GB, ≤ 2× quiet: "
                 f"{'met' if good else 'missed'}"
             )
             for page in pages:
                 page.close()
+        niced.stop()
+        uploaders.close()
         browser.close()
     print()
     return ok
@@ -388,11 +457,12 @@ def _record(figures: dict) -> Record:
     uploads = [row for row in figures.get("upload", {}).values() if isinstance(row, dict) and "loaded_s" in row]
     if uploads:
         table = rec.table("Two sessions upload a file while a third types (the visitor's seconds against quiet)",
-                          ["file", "visitor s (median)", "× quiet", "server peak MB", "alive", "met"])  # fmt: skip
+                          ["file", "visitor s (median)", "× quiet", "server peak MB", "server CPU s",
+                           "uploaders' browser CPU s", "alive", "met"])  # fmt: skip
         for row in uploads:
             loaded = sorted(row["loaded_s"])
             table.add(row["file"], loaded[len(loaded) // 2], row["median_ratio_to_quiet"], row["server_peak_mb"],
-                      row["alive"], row["met"])  # fmt: skip
+                      row.get("server_cpu_s"), row.get("uploaders_browser_cpu_s"), row["alive"], row["met"])  # fmt: skip
     for row in uploads:
         if "median_ratio_to_quiet" in row:
             rec.headline(f"a visitor's text while two sessions upload {row['file']}", row["median_ratio_to_quiet"],

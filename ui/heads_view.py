@@ -81,35 +81,34 @@ def labels_section(report: HeadReport, heading: bool = True) -> None:
 def _hover(report: HeadReport) -> np.ndarray:
     s = report.stats
     names = label_names()
+    # The template is looked up once (t reads the session's language) and filled per head: 4,096 heads are 4,096
+    # formats, not 4,096 session-state reads.
+    template = t("heads.labels.hover_decoder" if report.causal else "heads.labels.hover")
+    ind = report.induction
     out = np.empty(report.labels.shape, dtype=object)
     for layer in range(report.n_layers):
         for head in range(report.n_heads):
+            common = {
+                "name": f"L{layer}H{head}",
+                "label": names[str(report.labels[layer, head])],
+                "entropy": f"{s['entropy'][layer, head]:.2f}",
+                "norm": f"{s['entropy_norm'][layer, head]:.2f}",
+                "punct": f"{100 * s['punct'][layer, head]:.0f}",
+                "prev": f"{100 * s['prev'][layer, head]:.0f}",
+            }
             if report.causal:
-                ind = report.induction
-                out[layer, head] = t(
-                    "heads.labels.hover_decoder",
-                    name=f"L{layer}H{head}",
-                    label=names[str(report.labels[layer, head])],
-                    entropy=f"{s['entropy'][layer, head]:.2f}",
-                    norm=f"{s['entropy_norm'][layer, head]:.2f}",
+                out[layer, head] = template.format(
+                    **common,
                     first=f"{100 * s['first'][layer, head]:.0f}",
-                    punct=f"{100 * s['punct'][layer, head]:.0f}",
-                    prev=f"{100 * s['prev'][layer, head]:.0f}",
                     induction="–" if ind is None else f"{ind[layer, head]:.2f}",
                 )
-                continue
-            out[layer, head] = t(
-                "heads.labels.hover",
-                name=f"L{layer}H{head}",
-                label=names[str(report.labels[layer, head])],
-                entropy=f"{s['entropy'][layer, head]:.2f}",
-                norm=f"{s['entropy_norm'][layer, head]:.2f}",
-                cls=f"{100 * s['cls'][layer, head]:.0f}",
-                sep=f"{100 * s['sep'][layer, head]:.0f}",
-                punct=f"{100 * s['punct'][layer, head]:.0f}",
-                prev=f"{100 * s['prev'][layer, head]:.0f}",
-                next=f"{100 * s['next'][layer, head]:.0f}",
-            )
+            else:
+                out[layer, head] = template.format(
+                    **common,
+                    cls=f"{100 * s['cls'][layer, head]:.0f}",
+                    sep=f"{100 * s['sep'][layer, head]:.0f}",
+                    next=f"{100 * s['next'][layer, head]:.0f}",
+                )
     return out
 
 
