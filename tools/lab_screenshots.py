@@ -87,7 +87,8 @@ def _long_text(page, base: str, text_file: Path, query: dict[str, str]) -> list[
 
 
 def _head_view(page) -> None:
-    page.get_by_role("button", name=translate("en", "explore.view_head"), exact=True).click()
+    # The view picker is a segmented control: its options are buttons whose text is the view's name.
+    page.locator("[data-testid=stButtonGroup] button", has_text=translate("en", "explore.view_head")).first.click()
     time.sleep(1)
     wait_idle(page, LOAD_MS)
 

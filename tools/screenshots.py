@@ -65,9 +65,10 @@ SHOTS = [
 
 def made() -> set[str]:
     """Return the name of every PNG the screenshot scripts write into docs/img (this one and the others)."""
-    from tools import compare_screenshots
+    from tools import compare_screenshots, lab_screenshots
 
     names = {f"{s.name}-{lang}.png" for s in SHOTS for lang in LANGS}
+    names |= {f"{s.name}-{lang}.png" for s in lab_screenshots.shots() for lang in s.langs}
     return names | {f"{s.name}-{lang}.png" for s in compare_screenshots.shots() for lang in s.langs}
 
 
