@@ -193,7 +193,8 @@ def test_the_example_corpus_streams_in_batches_and_equals_one_batch(minilm, monk
         np.testing.assert_allclose(other.js, one.js, rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(other.cosine, one.cosine, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(other.cka, one.cka, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(other.cls_entropy, one.cls_entropy, rtol=1e-5)
+        # atol as for the statistics: a [CLS] row of entropy 3e-4 nats differs by 1e-8 between padded batchings
+        np.testing.assert_allclose(other.cls_entropy, one.cls_entropy, rtol=1e-5, atol=1e-6)
         assert other.tokens == one.tokens
 
 
