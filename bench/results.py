@@ -34,6 +34,29 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("ATTENTION_LENS_BENCH_RESULTS", ROOT / "bench" / "results"))
 
+# A figure counts only from a quiet machine: save() refuses to write a result when the 1-minute load average, at
+# the start of the bench (this module's import) or at its end, was above QUIET_LOAD, unless the bench was run with
+# --allow-load; then the result says "measured_under_load" and the docs mark every figure of it so. The flag is
+# taken off sys.argv here, once, so that every bench accepts it without an option of its own.
+QUIET_LOAD = 1.5
+ALLOW_LOAD = "--allow-load" in sys.argv[1:]
+if ALLOW_LOAD:
+    sys.argv = [a for a in sys.argv if a != "--allow-load"]
+
+
+def _one_minute_load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+LOAD_AT_START = _one_minute_load()
+
+
+class BusyMachine(SystemExit):
+    """Raised by save() when the machine was busy and --allow-load was not given (exit status 3, one line)."""
+
 
 def _cpu_model() -> str:
     try:
@@ -190,12 +213,30 @@ def _command() -> str:
         for k, v in sorted(os.environ.items())
         if (k.startswith("ATTENTION_LENS_") and k != "ATTENTION_LENS_BENCH_RESULTS") or k == "OMP_NUM_THREADS"
     ]
-    argv = [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]
+    argv = [os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:], *(["--allow-load"] if ALLOW_LOAD else [])]
     return " ".join([*env, "python", *(shlex.quote(a) for a in argv)])
 
 
+def busiest_load() -> float:
+    """Return the larger 1-minute load average of this bench's start and of now."""
+    return max(LOAD_AT_START, _one_minute_load())
+
+
 def save(name: str, figures: dict[str, Any], command: str | None = None) -> Path:
-    """Write bench/results/NAME.json (figures, machine, date, command, commit) and return its path."""
+    """Write bench/results/NAME.json (figures, machine, date, command, commit) and return its path.
+
+    Refuses (BusyMachine, exit 3) when the load average was above QUIET_LOAD at the start or the end of the run,
+    unless --allow-load was given: then the result is written with "measured_under_load": true.
+    """
+    load = busiest_load()
+    under_load = load > QUIET_LOAD
+    if under_load and not ALLOW_LOAD:
+        print(
+            f"bench {name}: not written: the 1-minute load average reached {load:.2f} (> {QUIET_LOAD}); rerun on a "
+            "quiet machine, or pass --allow-load to keep it marked 'measured under load'",
+            file=sys.stderr,
+        )
+        raise BusyMachine(3)
     RESULTS.mkdir(parents=True, exist_ok=True)
     doc = {
         "bench": name,
@@ -205,6 +246,9 @@ def save(name: str, figures: dict[str, Any], command: str | None = None) -> Path
         "machine": machine(),
         "figures": figures,
     }
+    if under_load:
+        doc["measured_under_load"] = True
+        doc["load_at_start"] = round(LOAD_AT_START, 2)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {os.path.relpath(path, ROOT)}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
 from html import escape
 from pathlib import Path
@@ -45,6 +46,27 @@ PLANNED = {
     "profile_app": "python bench/profile_app.py",
 }
 ORDER = list(PLANNED)
+# The code each bench measures: a result whose commit is older than the last change to any of these paths was
+# measured on code that no longer runs, so its figures are not shown (the section says so and names the rerun).
+FORWARD = ["models/attention.py", "models/network.py", "models/bert.py", "models/gpt2.py", "models/llama.py"]
+MEASURES: dict[str, list[str]] = {
+    "encoder": [*FORWARD, "models/encoder.py"],
+    "encoder-minilm": [*FORWARD, "models/encoder.py"],
+    "decoder": [*FORWARD, "models/encoder.py", "models/lecture/generate.py"],
+    "long_context": [*FORWARD, "models/maps.py"],
+    "compare": [*FORWARD, "models/analysis/compare.py", "models/cli/compare.py"],
+    "train": ["models/training"],
+    "memory": ["models/lecture/memory.py"],
+    "heads": [*FORWARD, "models/analysis/heads.py"],
+    "masks": ["models/masks"],
+    "attention_file": ["models/attention_file.py"],
+    "render": ["viz"],
+    "serve": [*FORWARD, "ui", "app_pages"],
+    "hostile": ["models/attention_file.py", "models/files.py", "models/settings.py"],
+    "profile_server": [*FORWARD, "ui", "app_pages"],
+    "profile_app": ["ui", "app_pages"],
+}
+QUIET_LOAD = 1.5  # bench.results refuses to write above it without --allow-load
 COLOURS = ["#1f4e9c", "#d1495b", "#2a9d8f", "#e9a23b", "#6a4c93"]
 
 
@@ -78,12 +100,41 @@ def fmt(v: Any) -> str:
 
 
 def under_load(doc: dict[str, Any]) -> bool:
-    """True when the machine's 1-minute load average at the end of the run exceeded its cores."""
+    """True when the run says it was measured under load, or its 1-minute load average at the end exceeded 1.5."""
+    if doc.get("measured_under_load"):
+        return True
     m = doc.get("machine", {})
     try:
-        return float(str(m.get("load_average", "0")).split()[0]) > float(m.get("cores") or 1)
+        return float(str(m.get("load_average", "0")).split()[0]) > QUIET_LOAD
     except ValueError:
         return False
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30)
+
+
+def stale(doc: dict[str, Any]) -> str | None:
+    """Return why a result no longer describes the code (its commit predates the last change to what it measures).
+
+    None when it is current, or when git cannot tell (no repository, no history): the check needs both commits.
+    """
+    paths = MEASURES.get(doc["bench"])
+    commit = str(doc.get("commit", "")).split("+")[0]
+    if not paths or not commit:
+        return None
+    try:
+        last = _git("log", "-1", "--format=%h", "--", *paths)
+        if last.returncode != 0 or not last.stdout.strip():
+            return None
+        known = _git("cat-file", "-e", f"{commit}^{{commit}}")
+        if known.returncode != 0:
+            return f"its commit {commit} is not in this repository's history"
+        if _git("merge-base", "--is-ancestor", last.stdout.strip(), commit).returncode != 0:
+            return f"measured at {commit}, before the last change to the code it measures ({last.stdout.strip()})"
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return None
 
 
 def machine_line(doc: dict[str, Any]) -> str:
@@ -172,22 +223,31 @@ def svg_plot(series: dict[str, Any]) -> str:
 
 
 def headline_rows(docs: list[dict[str, Any]], first_only: bool) -> list[str]:
+    """One row per headline figure of the current results; a figure measured under load says so beside its value."""
     rows = []
     for d in docs:
+        if d.get("stale"):
+            continue
         heads = d["figures"].get("headline", [])
+        mark = " (measured under load)" if under_load(d) else ""
         for h in heads[:1] if first_only else heads:
             met = "" if h.get("met") is None else (" ✓" if h["met"] else " ✗")
             target = (h.get("target") or "") + met
             rows.append(
-                f"| {fmt(h['label'])} | {fmt(h['value'])} {h.get('unit') or ''} | {target.strip() or '–'} | "
+                f"| {fmt(h['label'])} | {fmt(h['value'])} {h.get('unit') or ''}{mark} | {target.strip() or '–'} | "
                 f"`{d['command']}` |"
             )
     return rows
 
 
+def stale_rows(docs: list[dict[str, Any]]) -> list[str]:
+    return [f"| {d['bench']}: not shown, {d['stale']} | – | – | `{d['command']}` |" for d in docs if d.get("stale")]
+
+
 def render(docs: list[dict[str, Any]]) -> tuple[str, dict[Path, str], str]:
     """Return (the page, {svg path: svg text}, README's headline block)."""
-    loaded = [d["bench"] for d in docs if under_load(d)]
+    docs = [{**d, "stale": stale(d)} for d in docs]
+    loaded = [d["bench"] for d in docs if under_load(d) and not d["stale"]]
     page = [
         "# Benchmarks",
         "",
@@ -203,13 +263,13 @@ def render(docs: list[dict[str, Any]]) -> tuple[str, dict[Path, str], str]:
     if loaded:
         page += [
             '!!! note "Measured under load"',
-            f"    These runs shared their machine with other work (1-minute load average above the cores at the end of: "
+            f"    These runs shared their machine with other work (1-minute load average above {QUIET_LOAD} in: "
             f"{', '.join(loaded)}). Their times are slower and noisier than a quiet machine's; the ratios, from",
             "    interleaved runs, hold better. A rerun on a quiet machine replaces them.",
             "",
         ]
     page += ["## Headline figures", "", "| figure | measured | target | command |", "|---|---:|---|---|"]
-    page += headline_rows(docs, first_only=False) + [""]
+    page += headline_rows(docs, first_only=False) + stale_rows(docs) + [""]
     svgs: dict[Path, str] = {}
     have = {d["bench"] for d in docs}
     missing = [{"bench": name, "missing": True, "command": cmd} for name, cmd in PLANNED.items() if name not in have]
@@ -225,6 +285,11 @@ def render(docs: list[dict[str, Any]]) -> tuple[str, dict[Path, str], str]:
             continue
         f = d["figures"]
         page += [f"## {d['bench']}", "", f"{f.get('title', '')}.", ""]
+        if d["stale"]:
+            page += [f"Not shown: {d['stale']}. Rerun `{d['command']}` on a quiet machine.", ""]
+            continue
+        if under_load(d):
+            page += ["**Measured under load**: every figure below is slower and noisier than a quiet machine's.", ""]
         page += [f"`{d['command']}` — {d['date']}, commit `{d['commit']}`; {machine_line(d)}.", ""]
         for t in f.get("tables", []):
             page += table_md(t)
@@ -242,6 +307,7 @@ def render(docs: list[dict[str, Any]]) -> tuple[str, dict[Path, str], str]:
         "| figure | measured | target | command |",
         "|---|---:|---|---|",
         *headline_rows(docs, first_only=True),
+        *stale_rows(docs),
         END,
     ]
     return "\n".join(page).rstrip() + "\n", svgs, "\n".join(block)
