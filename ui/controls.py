@@ -18,6 +18,24 @@ def clamp(n_layers: int, n_heads: int, seq: int | None = None) -> None:
         st.session_state["query"] = min(int(st.session_state.get("query", 0)), seq - 1)
 
 
+def default_query(causal: bool, seq: int) -> int:
+    """Return the query a page opens on: an encoder's first token (its [CLS] reads everything); a causal model's
+    last, the one that sees the whole text (its first token sees only itself: a row of one 1.0)."""
+    return max(0, seq - 1) if causal else 0
+
+
+def auto_query(causal: bool, seq: int) -> None:
+    """Until the visitor picks a query token (or a link names one), follow the model's default query."""
+    if "query_auto" not in st.session_state:
+        st.session_state["query_auto"] = "query" not in st.query_params
+    if st.session_state["query_auto"]:
+        st.session_state["query"] = default_query(causal, seq)
+
+
+def _query_chosen() -> None:
+    st.session_state["query_auto"] = False
+
+
 def layer_head(layer_at: Any, head_at: Any, n_layers: int, n_heads: int) -> tuple[int, int]:
     """Draw the layer and head sliders into two containers (columns, a popover...); return (layer, head)."""
     clamp(n_layers, n_heads)
@@ -41,6 +59,7 @@ def query(where: Any, tokens: Sequence[str]) -> int:
             t("inside.query"),
             list(range(len(tokens))),
             key="query",
+            on_change=_query_chosen,
             format_func=lambda j: f"{j}: {tokens[j]}",
             help=t("inside.query_help"),
         )
