@@ -81,8 +81,10 @@ def test_sentence_every_view_runs_with_real_attention(minilm):
     at.segmented_control(key="view").set_value("aggregate").run()
     assert not at.exception
     titles = list(by_title(at))
-    # Mean and rollout opens at the last layer: rollout through every layer (issue 25)
-    assert at.slider(key="layer").value == 5 and any(t.startswith("Rollout up to layer 5") for t in titles)
+    # The view never moves the visitor's layer (issue 40); rollout through every layer is one click (issue 25)
+    assert at.slider(key="layer").value == 2 and any(t.startswith("Rollout up to layer 2") for t in titles)
+    at.button(key="rollout_to_last").click().run()
+    assert at.slider(key="layer").value == 5 and any(t.startswith("Rollout up to layer 5") for t in by_title(at))
     at.slider(key="layer").set_value(2).run()
     titles = list(by_title(at))
     assert any(t.startswith("Rollout up to layer 2") for t in titles)
