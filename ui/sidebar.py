@@ -138,6 +138,9 @@ def _capabilities(spec: str) -> Capabilities:
     return cache.capabilities(spec)
 
 
+model_capabilities = _capabilities  # for pages that name a model's own mask (Compare's run B)
+
+
 def _mask_picker(decoder: bool = False) -> None:
     """Pick a mask: a single kind with its number, or any composed expectation typed out (causal+window:3).
 
@@ -199,9 +202,14 @@ def _parsed(spec: object) -> Expectation | None:
         return None
 
 
-def render() -> None:
+OWN_MODEL_PAGES = ("train",)  # pages that build their own model: the sidebar's model, text and mask do not apply
+
+
+def render(page: str = "") -> None:
     """Draw the sidebar; its widgets write the selections into st.session_state and the URL."""
     with st.sidebar:
+        if page in OWN_MODEL_PAGES:
+            st.info(t("sidebar.not_here"))
         st.radio(t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, horizontal=True)
         presentation.sidebar_toggle()
         source.sidebar()
