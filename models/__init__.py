@@ -1,4 +1,4 @@
-"""Our from-scratch BERT encoder and GPT-2 decoder, their weights, masks and analyses. torch only; transformers only to load weights."""
+"""Our from-scratch transformers (BERT encoders, GPT-2, the Llama family), their weights, masks and analyses. torch only; transformers only to load weights."""
 
 import warnings
 

@@ -11,11 +11,15 @@ from .state import t
 
 
 def clamp(n_layers: int, n_heads: int, seq: int | None = None) -> None:
-    """Bring the shared layer, head (and query) selections inside this model and text before widgets are drawn."""
-    st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), n_layers - 1)
-    st.session_state["head"] = min(int(st.session_state.get("head", 0)), n_heads - 1)
-    if seq is not None:
-        st.session_state["query"] = min(int(st.session_state.get("query", 0)), seq - 1)
+    """Bring the shared layer, head (and query) selections inside this model and text before widgets are drawn;
+    a value the link asked for that does not exist here is said in a notice (docs/settings.md)."""
+    limits = {"layer": n_layers, "head": n_heads} | ({"query": seq} if seq is not None else {})
+    for key, n in limits.items():
+        asked = int(st.session_state.get(key, 0))
+        if asked > n - 1:
+            st.session_state[key] = n - 1
+            if st.query_params.get(key) == str(asked):  # from the link, not a value this session left behind
+                st.info(t("common.clamped", what=t(f"common.{key}_word"), asked=asked, high=n - 1))
 
 
 def default_query(causal: bool, seq: int) -> int:

@@ -102,12 +102,15 @@ def _model_picker() -> None:
         format_func=_model_label,
         help=t("sidebar.model_help"),
         on_change=lambda: st.session_state.pop("model_refused", None),
+        accept_new_options=custom_ok,  # a folder or id typed into the box is taken as it is, no "Other…" first
     )
     if st.session_state.get("model_refused"):
         st.error(_refusal())
     if settings.current().models is None and shared_server():
         st.caption(t("sidebar.custom_off"))
-    if choice == CUSTOM:
+    if custom_ok and choice not in options:  # typed into the box itself
+        st.session_state["model"] = str(choice).strip() or "minilm"
+    elif choice == CUSTOM:
         if "model_custom" not in st.session_state:
             st.session_state["model_custom"] = "" if current in MODEL_CHOICES else current
         typed = st.text_input(

@@ -42,7 +42,10 @@ __all__ = [
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m models", description="Our BERT encoder and GPT-2 decoder from the command line.")
+    parser = Parser(
+        prog="python -m models",
+        description="Our from-scratch transformers (BERT encoders, GPT-2, the Llama family) from the command line.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, command in COMMANDS.items():
         command.add_args(sub.add_parser(name, help=command.HELP, description=command.HELP))
