@@ -6,14 +6,13 @@ Each command module has HELP, add_args(parser) and run(args) → exit code; COMM
 
 from __future__ import annotations
 
+import ast
+import importlib
 import os
 import sys
 import warnings
-from types import ModuleType
-
-import ast
-import importlib
 from pathlib import Path
+from types import ModuleType
 
 from ..errors import AttnVizError, one_line
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, UsageError, add_model_args, add_text_args
