@@ -56,8 +56,11 @@ def wrong_claims(shown: list[str], model: str) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("page", PAGES)
+HEAVY = {("heads", "smollm2"), ("troubleshooting", "smollm2")}  # about a minute each on 2 busy cores
+CASES = [pytest.param(p, m, marks=[pytest.mark.long] if (p, m) in HEAVY else []) for p in PAGES for m in MODELS]
+
+
+@pytest.mark.parametrize(("page", "model"), CASES)
 def test_every_page_speaks_of_the_model_it_shows(page, model):
     at = open_page(page, model)
     assert not at.exception, at.exception
