@@ -5,7 +5,6 @@ Streamlit only: numbers come from ui.sidebar.current_output (cached) and models.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -187,7 +186,7 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
 def _layer_columns(n_keys: int, group: int) -> int:
     """Return how many maps One layer sets in a row: few enough that every token is labelled at the smallest
     readable font while the text is short (else 3 at least, labels thinned), a whole KV group per row if it fits."""
-    label_px = 1.3 * 11 / math.sin(math.radians(45)) + 1  # a turned label at 11 px (viz.heatmap.TICK_SIZES)
+    label_px = 1.3 * 11 + 0.5  # a label at 11 px (viz.heatmap.TICK_SIZES), keys turned upright
     cols = max(3, min(5, int(0.85 * FULL_PX / (label_px * max(n_keys, 1)))))
     if group > 1:
         cols = group * max(1, cols // group) if group <= 5 else cols

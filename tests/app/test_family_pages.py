@@ -4,6 +4,7 @@ opens on something worth seeing (issue 40). One AppTest run per page and model, 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,8 +12,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from models.weights import spec_capabilities
+from tests.app.test_explore import decode
 from tests.app.test_lecture_pages import texts
 from ui.i18n import translate
+from ui.state import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = re.findall(r'st\.Page\(\s*"app_pages/(\w+)\.py"', (ROOT / "app.py").read_text(encoding="utf-8"))
@@ -29,7 +32,7 @@ BERT_SPECIALS = re.compile(r"\[CLS\]|\[SEP\]|BERT is bidirectional")
 def open_page(page: str, model: str, **query: str) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.query_params["model"] = model
-    at.query_params["text"] = TEXT
+    at.query_params["text"] = query.pop("text", TEXT)
     for k, v in query.items():
         at.query_params[k] = v
     at.run()
@@ -101,9 +104,15 @@ def test_views_keep_the_layer_and_mean_and_rollout_offers_the_sink():
     assert any(translate("en", "explore.rollout_sink_out", share="").split("(")[0] in s for s in texts(at))
 
 
-def test_one_layer_marks_kv_groups():
-    at = open_page("explore", "smollm2", view="layer")
+def test_one_layer_marks_kv_groups_and_names_every_token():
+    at = open_page("explore", "smollm2", view="layer", text=EXAMPLES["coreference"][0])  # 13 tokens
     assert any("KV" in s and "grouped-query" in s for s in texts(at))
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    names = [tr["name"] for tr in spec["data"] if tr["type"] == "heatmap" and tr["name"] != "masked"]
+    assert names[:4] == ["H0 · KV 0", "H1 · KV 0", "H2 · KV 0", "H3 · KV 1"]
+    n = decode(spec["data"][0]["z"]).shape[-1]
+    labelled = [v for k, v in spec["layout"].items() if k[1:5] == "axis" and v.get("showticklabels")]
+    assert labelled and all(len(axis["ticktext"]) == n for axis in labelled), "a token left unlabelled"
 
 
 def test_compare_names_the_models_own_mask():
