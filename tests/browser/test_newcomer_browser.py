@@ -133,7 +133,7 @@ def test_one_layer_has_token_labels_and_a_colour_bar(app_url, chromium, lang):
     fig = page.locator(".js-plotly-plot").first
     ys = fig.locator("g[class^='y'][class$='tick'] text").count()  # every subplot's axis: ytick, y6tick, …
     xs = fig.locator("g[class^='x'][class$='tick'] text").count()
-    assert ys >= 3 * 6 and xs >= 5 * 6, (ys, xs)  # queries on 3 rows of maps, keys under 5 columns
+    assert ys >= 3 * 6 and xs >= 3 * 6, (ys, xs)  # queries on every row of maps, keys under each of 3+ columns
     assert min(_tick_gaps(fig, "y") or [99]) >= 11
     assert fig.locator(".colorbar .cbtitle").text_content() == translate(lang, "explore.colorbar")
     _shot(page, "one_layer", lang, fig)
