@@ -65,7 +65,8 @@ def _index() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
             modules.setdefault(".".join(parts[:i]), set()).add(parts[i])
         names = modules.setdefault(name, set())
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in tree.body:
+        top = [n for node in tree.body for n in (node.body if isinstance(node, ast.If) else [node])]  # TYPE_CHECKING
+        for node in top:
             names.update(_defined(node))
             if isinstance(node, ast.ClassDef):
                 members = classes.setdefault(node.name, set())
