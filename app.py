@@ -34,7 +34,9 @@ PAGES = [
 ]
 # Presentation mode moves the page list from the (hidden) sidebar to the top bar.
 page = st.navigation(PAGES, position="top" if presentation.active() else "sidebar")
-guard.run(sidebar.render, "the sidebar")  # a visitor's input never ends in a traceback (ui/guard.py)
+guard.run(
+    lambda: sidebar.render(page.url_path), "the sidebar"
+)  # a visitor's input never ends in a traceback (ui/guard.py)
 presentation.apply()
 guard.run(page.run, page.url_path or "explore")
 debug.script_done()

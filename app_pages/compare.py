@@ -19,7 +19,7 @@ from models.masks import parse_expectation
 from ui import cache, controls, debug, lenses, results, state
 from ui.heads_view import label_names
 from ui.safe import md
-from ui.sidebar import MODEL_CHOICES, model_options, output_for, shared_server
+from ui.sidebar import MODEL_CHOICES, model_capabilities, model_options, output_for, shared_server
 from ui.state import Selection, t
 from viz.compare import delta_mosaic, distance_grid, paired_heatmaps
 from viz.heads import label_grid
@@ -95,6 +95,13 @@ def _untrained_of(spec: str) -> str | None:
     return twin if twin in offered and twin != spec else None
 
 
+def _mask_name(a: Selection) -> str:
+    """Return run A's mask as its run names it: a causal model's built-in mask is causal, never "bidirectional"."""
+    if a.mask == "bidirectional" and model_capabilities(a.model).causal:
+        return "causal"
+    return a.mask
+
+
 def _run_b(a: Selection) -> Selection | None:
     """Draw run B's pickers; return its selection (None after saying why it cannot run)."""
     offered, custom_ok = model_options()
@@ -134,7 +141,7 @@ def _run_b(a: Selection) -> Selection | None:
     mask = right.text_input(
         t("compare.against_mask"),
         key="against_mask",
-        placeholder=t("compare.same_mask", mask=a.mask),
+        placeholder=t("compare.same_mask", mask=_mask_name(a)),
         help=t("compare.against_mask_help"),
     )
     right.toggle(t("compare.weighted"), key="compare_weighted", help=t("compare.weighted_help"))

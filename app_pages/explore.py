@@ -109,13 +109,6 @@ def _clicked(chart_key: str) -> list[dict]:
     return list((event.get("selection") or {}).get("points") or [])
 
 
-def _view_changed(n_layers: int) -> None:
-    """Open Mean and rollout at the last layer: rollout there has passed through every layer (at layer 0 it is
-    nearly the identity). A link to the view keeps its own layer: this runs only when the picker is clicked."""
-    if st.session_state.get("view") == "aggregate":
-        st.session_state["layer"] = n_layers - 1
-
-
 def _open_from_overview() -> None:
     """Selection callback of the overview: a clicked tile opens that head (its point carries [layer, head])."""
     for p in _clicked("overview_chart"):
@@ -190,6 +183,16 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
     return [(t("explore.overview_title"), fig)]
 
 
+def _layer_columns(n_keys: int, group: int) -> int:
+    """Return how many maps One layer sets in a row: few enough that every token is labelled at the smallest
+    readable font while the text is short (else 3 at least, labels thinned), a whole KV group per row if it fits."""
+    label_px = 1.3 * 11 + 0.5  # a label at 11 px (viz.heatmap.TICK_SIZES), keys turned upright
+    cols = max(3, min(5, int(0.85 * FULL_PX / (label_px * max(n_keys, 1)))))
+    if group > 1:
+        cols = group * max(1, cols // group) if group <= 5 else cols
+    return cols
+
+
 def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int, head: int) -> list:
     H = attn.shape[1]  # heads
     first = head // LAYER_HEADS * LAYER_HEADS  # the block of heads that holds the selected one
@@ -197,7 +200,13 @@ def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer
     maps = part.cut(attn[layer, first:last])  # (heads shown, rows, cols)
     mean = part.cut(attn[layer]).mean(axis=0, keepdims=True) if H > LAYER_HEADS else maps.mean(axis=0, keepdims=True)
     stacked = np.concatenate([maps, mean])
-    titles = [t("explore.head_short", head=h) for h in range(first, last)] + [t("explore.mean_short")]
+    caps = out.capabilities
+    group = caps.group_size if caps.grouped and caps.heads == H else 1
+    titles = [
+        t("explore.head_short", head=h) + (f" · {t('explore.kv_prefix')}{caps.kv_head(h)}" if group > 1 else "")
+        for h in range(first, last)
+    ] + [t("explore.mean_short")]
+    cols = _layer_columns(len(part.cols), group)
     sub_keep = part.cut(keep)
     scale = st.session_state.get("overview_scale", "sqrt")  # one choice for both views, under the figure
     scale = scale if scale in OVERVIEW_SCALES else "sqrt"
@@ -213,12 +222,15 @@ def _layer_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer
         key_tokens=[keys[j] for j in part.cols],
         scale=scale,
         width_hint=FULL_PX,
+        cols=cols,
     )
     fig.update_layout(title=dict(text=t("explore.layer_title", layer=layer), y=0.995, yanchor="top"), margin=dict(t=70))
     _chart(fig, "layer_chart", f"attention-layer{layer}")
     note = t(f"explore.overview_scale_{scale}") + " " + t("explore.layer_note")
     if factor > 1:
         note += " " + t("explore.overview_pooled", f=factor)
+    if group > 1:
+        note += " " + t("explore.layer_groups", group=group, kv_heads=caps.kv_heads)
     if H > LAYER_HEADS:
         note += " " + t("explore.layer_heads_shown", first=first, last=last - 1, n=H, block=LAYER_HEADS)
     st.caption(note)
@@ -346,8 +358,28 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
     return figures
 
 
-def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list:
+def _set_layer(layer: int) -> None:
+    st.session_state["layer"] = layer
+
+
+def _first_out_top(maps: np.ndarray, cols: np.ndarray, exclude: bool) -> float | None:
+    """Return the colour scale's top with the first token's column left out (None: the map's own maximum)."""
+    if not exclude or len(cols) < 2 or cols[0] != 0:
+        return None
+    rest = maps[..., 1:]
+    return float(rest.max()) if rest.size and rest.max() > 0 else None
+
+
+def _aggregate_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: int) -> list:
     tokens, keys = _tokens(out), _key_tokens(out)
+    caps = out.capabilities
+    sink = caps.sink and attn.shape[-1] > 1 and not source.is_cross(out)
+    if sink:  # the overview's choice, shared: a decoder's first token takes most of every row (the sink)
+        st.session_state.setdefault("overview_exclude_first", True)
+        st.toggle(t("explore.exclude_first"), key="overview_exclude_first", help=t("explore.exclude_first_help"))
+    exclude = sink and bool(st.session_state.get("overview_exclude_first"))
+    sub_keep = part.cut(keep)
+    hidden = None if sub_keep.all() else sub_keep  # grey means hidden, in this view as in the others
     mean = attn[layer].mean(axis=0)
     q_tok = [tokens[i] for i in part.rows]
     k_tok = [keys[j] for j in part.cols]
@@ -364,7 +396,10 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
             k_pos=part.cols,
             words=heatmap_words(),
             width_hint=FULL_PX,
+            zmax=_first_out_top(part.cut(mean), part.cols, exclude),
         )
+        if hidden is not None:
+            add_mask_overlay(mean_fig, hidden)
         _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
         st.info(t("explore.rollout_skipped", reason=md(refusal)) if refusal else t("source.no_rollout"))
         return [(mean_title, mean_fig)]
@@ -380,6 +415,7 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
         k_pos=part.cols,
         words=heatmap_words(),
         width_hint=HALF_PX,
+        zmax=_first_out_top(part.cut(mean), part.cols, exclude),
     )
     roll_fig = head_heatmap(
         part.cut(rolled[layer]),
@@ -390,12 +426,29 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
         k_pos=part.cols,
         words={**heatmap_words(), "colorbar": t("explore.rollout_colorbar")},
         width_hint=HALF_PX,
+        zmax=_first_out_top(part.cut(rolled[layer]), part.cols, exclude),
     )
+    if hidden is not None:
+        add_mask_overlay(mean_fig, hidden)
+        add_mask_overlay(roll_fig, hidden)
     with left:
         _chart(mean_fig, "mean_chart", f"attention-mean-L{layer}")
     with right:
         _chart(roll_fig, "rollout_chart", f"attention-rollout-L{layer}")
-    st.caption(t("explore.rollout_note"))
+    notes = [t("explore.rollout_note")]
+    if layer < attn.shape[0] - 1:
+        notes.append(t("explore.rollout_layer_note", layer=layer, last=attn.shape[0] - 1))
+    if sink:
+        share = float(rolled[layer][part.rows[-1], 0]) if part.cols[0] == 0 else 0.0
+        notes.append(t("explore.rollout_sink_out" if exclude else "explore.rollout_sink", share=f"{100 * share:.0f}"))
+    st.caption(" ".join(notes))
+    if layer < attn.shape[0] - 1:  # the visitor's choice, one click: the view itself never moves their layer
+        st.button(
+            t("explore.rollout_to_last", last=attn.shape[0] - 1),
+            key="rollout_to_last",
+            on_click=_set_layer,
+            args=(attn.shape[0] - 1,),
+        )
     options = list(range(len(part.rows)))
     # A causal model's last token is the one that has read everything (its first reads only itself: one 100 % bar);
     # an encoder's first token ([CLS]) sums up the input. The default follows the maps shown, kept per kind.
@@ -407,14 +460,19 @@ def _aggregate_view(out: Maps, attn: np.ndarray, part: Part, layer: int) -> list
         t("explore.rollout_row"), options, key=row_key, format_func=lambda i: f"{q_tok[i]} · {part.rows[i]}"
     )
     bars_title = t("explore.rollout_bars_title", token=q_tok[row], layer=layer)
+    bar_values = rolled[layer][part.rows[row], part.cols]
+    if exclude and part.cols[0] == 0 and len(part.cols) > 1:  # the sink's bar would dwarf the rest: cut the axis
+        bars_title += " " + t("explore.rollout_bars_first", share=f"{100 * float(bar_values[0]):.0f}")
     bars = token_bars(
-        rolled[layer][part.rows[row], part.cols],
+        bar_values,
         k_tok,
         part.cols,
         title=bars_title,
         value_label=t("explore.share"),
         width_hint=FULL_PX,
     )
+    if exclude and part.cols[0] == 0 and len(part.cols) > 1 and bar_values[1:].max() > 0:
+        bars.update_yaxes(range=[0, 1.15 * float(bar_values[1:].max())])
     _chart(bars, "rollout_bars", f"attention-rollout-row-L{layer}")
     return [(mean_title, mean_fig), (roll_title, roll_fig), (bars_title, bars)]
 
@@ -567,8 +625,6 @@ def main() -> None:
         key="view",
         required=True,
         format_func=lambda v: t(f"explore.view_{v}"),
-        on_change=_view_changed,
-        args=(out.n_layers,),
     )
     layer, head = controls.layer_head(cols[1], cols[2], out.n_layers, out.n_heads)
     if is_pair:
@@ -600,7 +656,7 @@ def main() -> None:
     elif view == "head":
         figures = _head_view(out, attn, keep, part, layer, head)
     else:
-        figures = _aggregate_view(out, attn, part, layer)
+        figures = _aggregate_view(out, attn, keep, part, layer)
     lenses.side_by_side(raw, layer, head)
     _export(raw, np.asarray(raw.attentions), figures, layer, head, view or "overview")
 

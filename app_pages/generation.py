@@ -119,7 +119,11 @@ def main() -> None:
     c = enc.config
     if g.chat:
         st.caption(t("gen.chat_on", n=len(g.prompt_ids)))
-    st.markdown(t("gen.result", prompt=prompt.strip(), text=g.text))
+    # The model's words in plain-text boxes, apart from the page's own labels: its "The answer is:" is not the UI's.
+    st.markdown(t("gen.result_prompt"))
+    st.code(prompt.strip(), language=None, wrap_lines=True)
+    st.markdown(t("gen.result_generated"))
+    st.code(g.text, language=None, wrap_lines=True)
     ok = g.max_row_error is not None and g.max_row_error <= ROW_TOL
     (st.success if ok else st.error)(
         t("gen.check_all", steps=len(g.steps), err=f"{g.max_row_error or 0:.1e}", tol=f"{ROW_TOL:g}")

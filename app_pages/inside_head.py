@@ -5,6 +5,7 @@ import math
 import numpy as np
 import streamlit as st
 
+from models.capabilities import Capabilities
 from models.encoder import PARITY_TOLERANCE
 from models.lecture.steps import DISTANCES, HeadSteps, OneVsMany
 from ui import controls, lecture, presentation, state, tutorial
@@ -24,8 +25,31 @@ from viz.lecture import (
 EXTRA_SLIDES = ("one_vs_many", "params")  # after the steps, a slide each: "One head vs many"
 
 
-def _values(s: HeadSteps) -> dict:
+NORM_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "": "a norm"}
+
+
+def _embeddings(caps: Capabilities) -> str:
+    """Return what layer 0's input is made of, as this family's forward adds it up (word + position + segment…)."""
+    if not caps.position_table:
+        return t("inside.embed.rotary") if caps.rotary else t("inside.embed.word")
+    parts = ["word", "position"] + (["segment"] if caps.segments else [])
+    return " + ".join(t(f"inside.embed.{p}") for p in parts)
+
+
+def _explain_key(key: str, s: HeadSteps, caps: Capabilities, n_hidden: int) -> str:
+    """Return the explanation of a step for this family: its norm's place, its mask, what its forward does."""
+    if key in ("input", "w_o"):
+        return f"inside.step.{key}.explain_pre" if caps.pre_norm else f"inside.step.{key}.explain"
+    if key == "mask":
+        if n_hidden:
+            return "inside.step.mask.explain_some"
+        return "inside.step.mask.explain_last" if caps.causal else "inside.step.mask.explain_none"
+    return f"inside.step.{key}.explain"
+
+
+def _values(s: HeadSteps, caps: Capabilities | None = None) -> dict:
     """Return every number an explanation may quote (str.format ignores the ones a string does not use)."""
+    caps = caps or Capabilities()
     tok = s.tokens
     top = int(np.argmax(s.probs))
     top_dot = int(np.argmax(np.where(s.keep, s.dots, -np.inf)))
@@ -58,6 +82,8 @@ def _values(s: HeadSteps) -> dict:
         far=DISTANCES - 1,
         near_dot=f"{s.distance_dots[0]:.2f}" if s.distance_dots is not None else "",
         far_dot=f"{s.distance_dots[-1]:.2f}" if s.distance_dots is not None else "",
+        embeddings=_embeddings(caps),
+        norm=NORM_NAMES[caps.norm],
     )
 
 
@@ -162,7 +188,7 @@ def _figures(key: str, s: HeadSteps, font: int) -> list:
                 tok,
                 t("inside.fig.masked", token=tok[i]),
                 hidden=~s.keep,
-                hidden_label="−∞",
+                hidden_label=t("inside.fig.hidden_min"),
                 font_size=font,
                 value_format=".2f",
             )
@@ -220,13 +246,11 @@ def _slide_heights(key: str, figs: list, height: int) -> None:
         fig.update_layout(height=max(260, left // len(charts)))
 
 
-def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool) -> None:
+def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool, caps: Capabilities) -> None:
     """Draw one step: explanation, shape, the line of the model's code that made the tensor, the figures."""
     st_ = s.step(key)
-    values = _values(s)
-    explain_key = f"inside.step.{key}.explain"
-    if key == "mask":
-        explain_key = "inside.step.mask.explain_some" if values["n_hidden"] else "inside.step.mask.explain_none"
+    values = _values(s, caps)
+    explain_key = _explain_key(key, s, caps, values["n_hidden"])
     if not slide:
         st.subheader(f"{n}. {t(f'inside.step.{key}.title')}")
     text_col, fig_col = st.columns([2, 3]) if slide else (st.container(), st.container())
@@ -315,13 +339,22 @@ def _check(s: HeadSteps) -> tuple[str, bool]:
     return text, worst <= PARITY_TOLERANCE
 
 
-def _controls(where, c, out, slide: bool = False) -> tuple[int, int, int]:
+def _set_causal() -> None:
+    """Presentation mode's mask switch: the sidebar (hidden there) reads the same choice."""
+    kind = "causal" if st.session_state.get("present_causal") else "bidirectional"
+    st.session_state["mask"] = st.session_state["mask_kind"] = kind
+
+
+def _controls(where, c, out, slide: bool = False, causal: bool = False) -> tuple[int, int, int]:
     """Draw the layer, head and query pickers into `where` (columns on the page, a popover on a slide)."""
     with where:
         lc, hc, qc = (st.container(),) * 3 if slide else st.columns([2, 2, 3])
         layer, head = controls.layer_head(lc, hc, c.n_layers, c.n_heads)
         query = controls.query(qc, out.display_tokens or out.tokens)
         if slide:
+            if not causal:  # step 7 asks for the causal mask: the hidden sidebar's choice, offered here
+                st.session_state["present_causal"] = state.get("mask") == "causal"
+                st.toggle(t("present.causal"), key="present_causal", on_change=_set_causal)
             st.session_state.setdefault("slide_height", SLIDE_HEIGHT)
             st.slider(
                 t("present.figure_height"), 300, 1000, step=10, key="slide_height", help=t("present.figure_height_help")
@@ -339,6 +372,7 @@ def main() -> None:
     if out is None or enc is None:
         return
     c = enc.config
+    controls.auto_query(enc.capabilities.causal, out.seq)  # a causal model opens on a query that sees the text
     controls.clamp(c.n_layers, c.n_heads, out.seq)  # the slide's settings label reads them before the widgets
     font = presentation.figure_font()
 
@@ -356,7 +390,7 @@ def main() -> None:
             token=(out.display_tokens or out.tokens)[pick[2]],
         )
         step, popover = presentation.step_controls(titles, "top", label)
-        layer, head, query = _controls(popover, c, out, slide=True)
+        layer, head, query = _controls(popover, c, out, slide=True, causal=enc.capabilities.causal)
         key = slides[min(step, len(slides) - 1)]
         with st.spinner(t("inside.computing")):
             s = lecture.head_steps(state.selection(), layer, head, query, enc, out)
@@ -366,7 +400,7 @@ def main() -> None:
                     o, out.display_tokens or out.tokens, font, part="maps" if key == "one_vs_many" else "params"
                 )
             else:
-                _step(key, step + 1, s, font, slide=True)
+                _step(key, step + 1, s, font, slide=True, caps=enc.capabilities)
         presentation.step_controls(titles, "bottom")
         st.caption(_check(s)[0])
         return
@@ -389,7 +423,7 @@ def main() -> None:
     (st.success if ok else st.warning)(check)
     for n, step in enumerate(s.steps, start=1):
         with st.container(border=True):
-            _step(step.key, n, s, font, slide=False)
+            _step(step.key, n, s, font, slide=False, caps=enc.capabilities)
     with st.container(border=True):
         with st.spinner(t("inside.computing")):
             o = lecture.one_vs_many(state.selection(), layer, enc, out)

@@ -275,6 +275,7 @@ def main() -> None:
     st.caption(t("trouble.live_intro", name=enc.name, tokens=out.seq))
     lc, hc, qc = st.columns([2, 2, 3])
     layer, head = controls.layer_head(lc, hc, c.n_layers, c.n_heads)
+    controls.auto_query(enc.capabilities.causal, out.seq)
     query = controls.query(qc, (out.display_tokens or out.tokens))
 
     for n, r in enumerate(ROWS, start=1):

@@ -12,6 +12,7 @@ from typing import Literal
 TokenDisplay = Literal["wordpiece", "byte_level", "sentencepiece", "plain"]
 SpecialRoles = Literal["cls_sep", "first_token", "none"]
 LmHead = Literal["masked", "next_token", "none"]
+NormKind = Literal["layernorm", "rmsnorm", ""]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class Capabilities:
     # Per layer, the sliding window W (a query sees itself and the W − 1 keys before it) or None (every key it
     # may see); () when no layer has one.
     windows: tuple[int | None, ...] = ()
+    # How the family's forward is built (the lecture's step texts read these, never the family's name):
+    norm: NormKind = ""  # "layernorm" (x − mean, / std, · weight + bias), "rmsnorm" (x / rms · weight), "": unknown
+    pre_norm: bool = False  # the norm sits before attention (x + attn(norm(x))); False: after the residual (post-LN)
+    position_table: bool = False  # learned absolute position embeddings added to the token embeddings
     family: str = ""  # display only ("info", the model card); never compared against
 
     @property
@@ -49,6 +54,16 @@ class Capabilities:
     def kv_head(self, head: int) -> int:
         """Return the key/value head query head `head` reads: head // (heads / kv_heads)."""
         return head // self.group_size
+
+    @property
+    def segments(self) -> bool:
+        """Return whether the embeddings add a segment (token type) vector: a sentence-pair model's."""
+        return self.pairs
+
+    @property
+    def sink(self) -> bool:
+        """Return whether position 0 is where spare attention parks (a causal model's first token, the sink)."""
+        return self.special_roles == "first_token"
 
     @property
     def may_have_unknown(self) -> bool:

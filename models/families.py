@@ -50,6 +50,8 @@ def _bert(cfg: BertConfig, display: TokenDisplay) -> Capabilities:
         generation=False,
         heads=cfg.n_heads,
         kv_heads=cfg.n_heads,
+        norm="layernorm",
+        position_table=True,
         family="BERT encoder",
     )
 
@@ -63,6 +65,9 @@ def _gpt2(cfg: GPT2Config, display: TokenDisplay) -> Capabilities:
         generation=True,
         heads=cfg.n_heads,
         kv_heads=cfg.n_heads,
+        norm="layernorm",
+        pre_norm=True,
+        position_table=True,
         family="GPT-2 decoder",
     )
 
@@ -80,6 +85,8 @@ def _llama(cfg: LlamaConfig, display: TokenDisplay) -> Capabilities:
         heads=cfg.n_heads,
         kv_heads=cfg.kv_heads,
         rotary=True,
+        norm="rmsnorm",
+        pre_norm=True,
         windows=cfg.windows if any(w is not None for w in cfg.windows) else (),
         family=f"{_LLAMA_NAMES.get(cfg.model_type, cfg.model_type)} decoder (Llama family)",
     )

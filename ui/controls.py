@@ -11,11 +11,33 @@ from .state import t
 
 
 def clamp(n_layers: int, n_heads: int, seq: int | None = None) -> None:
-    """Bring the shared layer, head (and query) selections inside this model and text before widgets are drawn."""
-    st.session_state["layer"] = min(int(st.session_state.get("layer", 0)), n_layers - 1)
-    st.session_state["head"] = min(int(st.session_state.get("head", 0)), n_heads - 1)
-    if seq is not None:
-        st.session_state["query"] = min(int(st.session_state.get("query", 0)), seq - 1)
+    """Bring the shared layer, head (and query) selections inside this model and text before widgets are drawn;
+    a value the link asked for that does not exist here is said in a notice (docs/settings.md)."""
+    limits = {"layer": n_layers, "head": n_heads} | ({"query": seq} if seq is not None else {})
+    for key, n in limits.items():
+        asked = int(st.session_state.get(key, 0))
+        if asked > n - 1:
+            st.session_state[key] = n - 1
+            if st.query_params.get(key) == str(asked):  # from the link, not a value this session left behind
+                st.info(t("common.clamped", what=t(f"common.{key}_word"), asked=asked, high=n - 1))
+
+
+def default_query(causal: bool, seq: int) -> int:
+    """Return the query a page opens on: an encoder's first token (its [CLS] reads everything); a causal model's
+    last, the one that sees the whole text (its first token sees only itself: a row of one 1.0)."""
+    return max(0, seq - 1) if causal else 0
+
+
+def auto_query(causal: bool, seq: int) -> None:
+    """Until the visitor picks a query token (or a link names one), follow the model's default query."""
+    if "query_auto" not in st.session_state:
+        st.session_state["query_auto"] = "query" not in st.query_params
+    if st.session_state["query_auto"]:
+        st.session_state["query"] = default_query(causal, seq)
+
+
+def _query_chosen() -> None:
+    st.session_state["query_auto"] = False
 
 
 def layer_head(layer_at: Any, head_at: Any, n_layers: int, n_heads: int) -> tuple[int, int]:
@@ -41,6 +63,7 @@ def query(where: Any, tokens: Sequence[str]) -> int:
             t("inside.query"),
             list(range(len(tokens))),
             key="query",
+            on_change=_query_chosen,
             format_func=lambda j: f"{j}: {tokens[j]}",
             help=t("inside.query_help"),
         )

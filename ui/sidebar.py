@@ -102,12 +102,15 @@ def _model_picker() -> None:
         format_func=_model_label,
         help=t("sidebar.model_help"),
         on_change=lambda: st.session_state.pop("model_refused", None),
+        accept_new_options=custom_ok,  # a folder or id typed into the box is taken as it is, no "Other…" first
     )
     if st.session_state.get("model_refused"):
         st.error(_refusal())
     if settings.current().models is None and shared_server():
         st.caption(t("sidebar.custom_off"))
-    if choice == CUSTOM:
+    if custom_ok and choice not in options:  # typed into the box itself
+        st.session_state["model"] = str(choice).strip() or "minilm"
+    elif choice == CUSTOM:
         if "model_custom" not in st.session_state:
             st.session_state["model_custom"] = "" if current in MODEL_CHOICES else current
         typed = st.text_input(
@@ -136,6 +139,9 @@ def _capabilities(spec: str) -> Capabilities:
     except AttnVizError:
         return Capabilities()
     return cache.capabilities(spec)
+
+
+model_capabilities = _capabilities  # for pages that name a model's own mask (Compare's run B)
 
 
 def _mask_picker(decoder: bool = False) -> None:
@@ -199,9 +205,14 @@ def _parsed(spec: object) -> Expectation | None:
         return None
 
 
-def render() -> None:
+OWN_MODEL_PAGES = ("train",)  # pages that build their own model: the sidebar's model, text and mask do not apply
+
+
+def render(page: str = "") -> None:
     """Draw the sidebar; its widgets write the selections into st.session_state and the URL."""
     with st.sidebar:
+        if page in OWN_MODEL_PAGES:
+            st.info(t("sidebar.not_here"))
         st.radio(t("sidebar.language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get, horizontal=True)
         presentation.sidebar_toggle()
         source.sidebar()

@@ -86,6 +86,10 @@ def token_ticks(
         step_px = 1.3 * size / (math.sin(math.radians(-ANGLE)) if across else 1.0)
         if step_px <= per:
             return TokenTicks(list(range(n)), labels, size, turned)
+    if across:  # upright-turned labels need the least room: every token still named before any is left out
+        for size in sizes:
+            if 1.3 * size <= per:
+                return TokenTicks(list(range(n)), labels, size, -90)
     size = sizes[-1]
     step = math.ceil(1.3 * size / (math.sin(math.radians(-ANGLE)) if across else 1.0) / per)
     vals = list(range(0, n, step))

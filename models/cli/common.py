@@ -47,7 +47,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default="minilm",
-        help="minilm (bundled), an HF id (bert-base-uncased, gpt2, …), a folder, or random:tiny|minilm|bert-base|gpt2|gpt2-tiny",
+        help="minilm or smollm2 (bundled), an HF id (bert-base-uncased, gpt2, HuggingFaceTB/SmolLM2-135M, Qwen/Qwen2.5-0.5B, "
+        "…), a folder, or random:tiny|minilm|bert-base|gpt2|gpt2-tiny|smollm2|llama-tiny",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"], help="half precision on GPU only")

@@ -164,22 +164,33 @@ def _progress(fraction: float, what: str) -> None:
     print(f"\r{100 * fraction:5.1f} %  {what}", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
 
+# The table's columns: (JSON field, heading), as docs/METRICS.md defines them for each kind of map. A causal
+# model has no [CLS]/[SEP] and no visible next token: its first token (the sink) and induction instead.
+ENCODER_TABLE = (("cls", "[CLS] %"), ("sep", "[SEP] %"), ("punct", "punct %"), ("prev", "prev %"), ("next", "next %"))
+DECODER_TABLE = (("first", "first %"), ("punct", "punct %"), ("self", "self %"), ("prev", "prev %"))
+
+
 def _table(report: Any, importance: Any) -> str:
-    """Return a plain-text table of the heads, for people at a terminal."""
+    """Return a plain-text table of the heads, for people at a terminal (the columns the kind of map has)."""
+    columns = DECODER_TABLE if report.causal else ENCODER_TABLE
+    induction = report.induction if report.causal else None
+    heading = "layer head label          entropy nats (norm)" + "".join(f" {name:>8}" for _, name in columns)
+    heading += "  induction" if induction is not None else ""
     rows = [
         f"{report.model}: {report.n_layers} layers × {report.n_heads} heads, {report.sentences} sentence(s), "
         f"{report.rows} query rows",
-        "layer head label          entropy nats (norm)  [CLS] %  [SEP] %  punct %  prev %  next %  importance",
+        heading + "  importance",
     ]
     scores = None if importance is None else importance.scores
     for layer in range(report.n_layers):
         for head in range(report.n_heads):
             s = {k: float(v[layer, head]) for k, v in report.stats.items()}
             imp = "" if scores is None else f"{scores[layer, head]:10.2f}"
+            ind = f"  {float(induction[layer, head]):9.2f}" if induction is not None else ""
+            shares = "".join(f" {100 * s[k]:8.1f}" for k, _ in columns)
             rows.append(
                 f"{layer:5d} {head:4d} {report.labels[layer, head]:<14} {s['entropy']:7.2f} ({s['entropy_norm']:4.2f})"
-                f"      {100 * s['cls']:6.1f}   {100 * s['sep']:6.1f}   {100 * s['punct']:6.1f}  {100 * s['prev']:6.1f}"
-                f"  {100 * s['next']:6.1f}  {imp}"
+                f"      {shares}{ind}  {imp}"
             )
     names = report.names
     if report.pairwise:

@@ -26,7 +26,9 @@ MAX_TEXT_FILE = 10 << 20  # bytes read from --text-file at most (the character b
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=list(TASKS), default=DEFAULTS.task, help=f"default {DEFAULTS.task}")
-    p.add_argument("--family", choices=list(ARCHS), default=DEFAULTS.family, help="decoder family (default gpt2)")
+    p.add_argument(
+        "--family", choices=list(ARCHS), default=DEFAULTS.family, help=f"decoder family (default {DEFAULTS.family})"
+    )
     p.add_argument("--layers", type=int, default=DEFAULTS.layers, help=f"1–4 (default {DEFAULTS.layers})")
     p.add_argument("--heads", type=int, default=DEFAULTS.heads, help=f"1–16 (default {DEFAULTS.heads})")
     p.add_argument("--d-model", type=int, default=DEFAULTS.d_model, help=f"default {DEFAULTS.d_model}")

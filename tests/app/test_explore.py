@@ -81,8 +81,10 @@ def test_sentence_every_view_runs_with_real_attention(minilm):
     at.segmented_control(key="view").set_value("aggregate").run()
     assert not at.exception
     titles = list(by_title(at))
-    # Mean and rollout opens at the last layer: rollout through every layer (issue 25)
-    assert at.slider(key="layer").value == 5 and any(t.startswith("Rollout up to layer 5") for t in titles)
+    # The view never moves the visitor's layer (issue 40); rollout through every layer is one click (issue 25)
+    assert at.slider(key="layer").value == 2 and any(t.startswith("Rollout up to layer 2") for t in titles)
+    at.button(key="rollout_to_last").click().run()
+    assert at.slider(key="layer").value == 5 and any(t.startswith("Rollout up to layer 5") for t in by_title(at))
     at.slider(key="layer").set_value(2).run()
     titles = list(by_title(at))
     assert any(t.startswith("Rollout up to layer 2") for t in titles)
@@ -232,7 +234,9 @@ def test_one_layer_has_token_labels_and_a_colour_bar_with_its_unit(lang, bar):
     layout = spec["layout"]
     labelled_y = [k for k, v in layout.items() if k.startswith("yaxis") and v.get("showticklabels")]
     labelled_x = [k for k, v in layout.items() if k.startswith("xaxis") and v.get("showticklabels")]
-    assert len(labelled_y) == 3 and len(labelled_x) == 5  # 13 maps in 5 columns: 3 rows
+    # 13 maps of 16 tokens in 3 columns (issue 40: few enough per row that every token is labelled): 5 rows.
+    assert len(labelled_y) == 5 and len(labelled_x) == 3
+    assert all(len(layout[k]["ticktext"]) == 16 for k in labelled_x + labelled_y), "a token left unlabelled"
     assert "animal" in layout["yaxis"]["ticktext"] and "animal" in layout[labelled_x[0]]["ticktext"]
     at.radio(key="overview_scale").set_value("map").run()  # the overview's scale choice, shared
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)

@@ -120,3 +120,17 @@ def test_the_example_corpus_runs_with_the_default_budgets(capsys, monkeypatch):
     assert main(["stats", "--file", str(example), "--json", "--no-importance"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["sentences"] == 60 and len(doc["tokens"]) == 60
+
+
+def test_a_decoders_table_prints_its_own_columns(capsys):
+    """Issue 40: a causal model's table shows `first` (as the JSON and docs/METRICS.md define it), not [CLS]/[SEP]/next."""
+    args = ["stats", "--model", "random:gpt2-tiny", "--text", "The cat sat on the mat. The cat", "--no-importance"]
+    doc = stats_json(capsys, *args[1:])
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    heading = lines[1].split()
+    assert "first" in heading and "induction" in heading
+    assert not {"[CLS]", "[SEP]", "next"} & set(heading)
+    col = heading.index("first") - 1  # the heading's "entropy nats (norm)" is two fields per row, not three
+    for line, head in zip(lines[2 : 2 + len(doc["heads"])], doc["heads"], strict=True):
+        assert float(line.split()[col]) == pytest.approx(100 * head["first"], abs=0.051)

@@ -34,7 +34,7 @@ MOVED = {
     "check-attention: judge your own attention code": ("check-attention.md", "**Importing a target runs its code.**"),
     "Lecture mode: inside a head, memory, troubleshooting": ("pages/inside-head.md", "One head vs many"),
     "Decoders: GPT-2, every page, and generation step by step": ("models.md", "`models/gpt2.py` is GPT-2 written out"),
-    "Architecture": ("code.md", "One documented place,\n`SelfAttention.fuse_qkv`"),
+    "Architecture": ("code.md", "`repeat_kv` gives each query head its key/value head"),
     "Correctness": ("code.md", "`tests/core/test_parity.py` compares our encoder"),
     "Benchmarks": ("benchmarks.md", "What made the difference"),
     "Decoder: our GPT-2 against transformers' eager GPT2Model": (
