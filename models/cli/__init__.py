@@ -13,7 +13,7 @@ from types import ModuleType
 
 from ..encoder import TruncationWarning
 from ..errors import AttnVizError, one_line
-from . import check_attention, check_mask, compare, export, generate, info, memory, perplexity, stats, train
+from . import check_attention, check_mask, compare, export, generate, info, memory, needle, perplexity, stats, train
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, UsageError, add_model_args, add_text_args
 
 COMMANDS: dict[str, ModuleType] = {
@@ -27,6 +27,7 @@ COMMANDS: dict[str, ModuleType] = {
     "generate": generate,
     "train": train,
     "perplexity": perplexity,
+    "needle": needle,
 }
 
 __all__ = [

@@ -208,3 +208,25 @@ def test_perplexity_command(tmp_path, capsys):
     assert "window" in capsys.readouterr().err
     assert main(["perplexity", "--model", "minilm", "--text", "The cat sat.", "--json"]) == 2
     assert "next token" in capsys.readouterr().err
+
+
+def test_generation_through_a_bounded_cache(tiny, capsys):
+    import json
+
+    from models.cli import main
+    from models.lecture.generate import generate
+
+    g = generate(tiny, TEXT[:120], 12, check=True, cache_spec="sink:2+window:6")
+    assert g.cache == "sink:2+window:6"
+    assert g.max_row_error is not None and g.max_row_error <= 1e-5  # each row equals one pass under the mask
+    assert len({s.cache_bytes for s in g.steps[1:]}) == 1  # flat: sinks + window, step after step
+    last = g.steps[-1]
+    assert last.rows.shape[-1] == last.position + 1 and last.cache_shape[2] == 2 + 6
+    assert np.count_nonzero(last.rows[0, 0]) <= 8 and last.rows[0, 0, 2 : last.position - 5].max() == 0
+    full = generate(tiny, TEXT[:120], 12, check=False)
+    assert full.steps[-1].cache_bytes > last.cache_bytes
+    args = ["generate", "--model", "random:llama-tiny", "--prompt", "The cat", "--tokens", "5", "--json"]
+    assert main([*args, "--cache", "window:3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cache"] == "window:3" and len(set(doc["cache_bytes"][1:])) == 1
+    assert main([*args, "--cache", "sink:2"]) == 2
