@@ -277,3 +277,37 @@ def one_pass_nll(encoder: Encoder, ids: list[int], cache: str | CacheSpec = "ful
     keep = None if spec.window is None else spec.keep(len(ids), encoder.device)
     logits = encoder.model.logits(last_hidden(encoder, x, keep=keep))[0, :-1].float()
     return F.cross_entropy(logits, x[0, 1:], reduction="none").double().cpu().numpy()
+
+
+@torch.inference_mode()
+def sink_shares(encoder: Encoder, text: str | list[int], sinks: int = 1, chunk: int = CHUNK) -> np.ndarray:
+    """Return (layers, heads) float64: each head's mean share of attention on the first `sinks` tokens.
+
+    The mean runs over every query row after the sinks (rows ≤ sinks − 1 can see nothing else). The text is read
+    in chunks into a full cache and each layer's rows are summed as they go by: no whole map is kept.
+    """
+    ids = list(text) if isinstance(text, list) else text_ids(encoder, text)
+    check_long(encoder, len(ids), "the sink shares of a text")
+    if not isinstance(sinks, int) or isinstance(sinks, bool) or not 1 <= sinks < len(ids):
+        raise InputError(f"the sink is the first 1 … {len(ids) - 1} tokens of this text, got {sinks!r}")
+    cfg = encoder.config
+    total = torch.zeros(cfg.n_layers, cfg.n_heads, dtype=torch.float64)
+    kv = KVCache()
+    x = torch.tensor([ids], dtype=torch.long, device=encoder.device)
+    for a in range(0, len(ids), chunk):
+        b = min(a + chunk, len(ids))
+        skip = max(0, sinks - a)  # rows of this chunk that are sinks themselves
+        for i, (_, probs) in enumerate(encoder.model.iter_layers(x[:, a:b], cache=kv)):
+            total[i] += probs[0, :, skip:, :sinks].sum(dim=(-1, -2)).double().cpu()  # (heads,)
+    return (total / (len(ids) - sinks)).numpy()
+
+
+@torch.inference_mode()
+def head_map(encoder: Encoder, ids: list[int], layer: int, head: int) -> np.ndarray:
+    """Return one head's (seq, seq) float32 map over a short token list (the full model, its own causal mask)."""
+    check_long(encoder, len(ids), "a head's map")
+    cfg = encoder.config
+    if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+        raise InputError(f"layer 0 … {cfg.n_layers - 1} and head 0 … {cfg.n_heads - 1}, got {layer}.{head}")
+    res = encoder.model(torch.tensor([ids], dtype=torch.long, device=encoder.device), maps_only=True)
+    return res.attentions[0, layer, head].float().cpu().numpy().copy()
