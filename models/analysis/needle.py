@@ -122,7 +122,8 @@ def _token_count(encoder: Encoder, text: str) -> int:
 
 
 def build_prompt(encoder: Encoder, context: int, depth: float) -> tuple[str, tuple[int, int], list[int]]:
-    """Return (prompt, needle token span, prompt ids): about `context` tokens of filler with the needle at `depth`.
+    """Return (prompt, needle token span, prompt ids): at most `context` tokens (the needle and the question alone
+    when they are longer), filler around the needle at `depth`.
 
     The needle goes between two sentences of the filler, at the sentence boundary nearest the depth. Its token
     span comes from the tokenizer's offsets (the tokens whose characters overlap the needle's).
@@ -137,7 +138,7 @@ def build_prompt(encoder: Encoder, context: int, depth: float) -> tuple[str, tup
     tok_per_sentence = per / max(1, FILLER.count(". "))
     n = max(1, min(len(sentences), round(want / tok_per_sentence)))
     chosen = sentences[:n]
-    while n > 1 and _token_count(encoder, " ".join(chosen) + " " + NEEDLE + QUESTION) > context:
+    while n > 0 and _token_count(encoder, " ".join(chosen) + " " + NEEDLE + QUESTION) > context:
         n -= 1
         chosen = sentences[:n]
     at = round(depth * len(chosen))
@@ -191,6 +192,8 @@ def run_case(encoder: Encoder, context: int, depth: float, answer_tokens: int = 
     cfg = encoder.config
     spellable = min(len(encoder.tokenizer), cfg.vocab_size)
     eos = getattr(encoder.tokenizer, "eos_token_id", None)
+    if len(ids) + answer_tokens > cfg.max_positions:
+        raise InputError(f"the prompt has {len(ids):,} tokens; this model has {cfg.max_positions:,} positions")
     needle_ids = ids[n0:n1]
     cache = KVCache()
     x = torch.tensor([ids], dtype=torch.long, device=dev)
