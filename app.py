@@ -31,6 +31,7 @@ PAGES = [
         url_path="troubleshooting",
     ),
     st.Page("app_pages/train.py", title=t("nav.train"), icon=":material/model_training:", url_path="train"),
+    st.Page("app_pages/long_lab.py", title=t("nav.long_lab"), icon=":material/straighten:", url_path="long_lab"),
 ]
 # Presentation mode moves the page list from the (hidden) sidebar to the top bar.
 page = st.navigation(PAGES, position="top" if presentation.active() else "sidebar")

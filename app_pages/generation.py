@@ -16,9 +16,11 @@ DEFAULT_PROMPT = "The cat sat on the mat. The cat"
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def run(sel: Selection, prompt: str, n: int, top_k: int | None, seed: int, chat: bool = False) -> Generation:
+def run(
+    sel: Selection, prompt: str, n: int, top_k: int | None, seed: int, chat: bool = False, kv: str = "full"
+) -> Generation:
     """Return the generation (numpy and lists; cached per model, prompt and settings)."""
-    return generate(cache.model(sel), prompt, n, top_k=top_k, seed=seed, check=True, chat=chat)
+    return generate(cache.model(sel), prompt, n, top_k=top_k, seed=seed, check=True, chat=chat, cache_spec=kv)
 
 
 def _settings(where, has_template: bool) -> tuple[str, int, int | None, int, bool]:
@@ -33,6 +35,8 @@ def _settings(where, has_template: bool) -> tuple[str, int, int | None, int, boo
     k = c.number_input(t("gen.k"), 1, 1000, 5, step=1, key="gen_k", disabled=mode != "top_k")
     seed = c.number_input(t("gen.seed"), 0, 2**31 - 1, 0, step=1, key="gen_seed", disabled=mode != "top_k")
     chat = has_template and where.toggle(t("gen.chat"), key="gen_chat", help=t("gen.chat_help"))
+    st.session_state.setdefault("gen_cache", "full")
+    where.text_input(t("gen.cache"), key="gen_cache", help=t("gen.cache_help"))  # read in main()
     return prompt, int(n), int(k) if mode == "top_k" else None, int(seed), bool(chat)
 
 
@@ -108,7 +112,8 @@ def main() -> None:
         return
     try:
         with st.spinner(t("gen.running")):
-            g = run(sel._replace(text="", text_b=""), prompt.strip(), n, top_k, seed, chat)
+            kv = str(st.session_state.get("gen_cache") or "full").strip() or "full"
+            g = run(sel._replace(text="", text_b=""), prompt.strip(), n, top_k, seed, chat, kv)
     except AttnVizError as err:
         st.error(t("gen.failed", reason=str(err)))
         return
@@ -157,6 +162,8 @@ def main() -> None:
     )
     st.plotly_chart(fig, width="stretch", key="gen_cache_chart")
     st.caption(t("gen.chart_caption", layers=c.n_layers, heads=c.n_kv_heads, d_k=c.d_k))
+    if g.cache != "full":
+        st.caption(t("gen.cache_bounded", spec=g.cache, held=g.steps[-1].cache_shape[2]))
     if present:
         presentation.step_controls(titles, "bottom")
     else:

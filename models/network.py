@@ -59,6 +59,26 @@ class KVCache:
         """Return one layer's key tensor shape (batch, kv_heads, seq, d_k); () when empty."""
         return tuple(self.keys[0].shape) if self.keys else ()
 
+    @property
+    def position(self) -> int:
+        """Return the position of the next new token: every token seen so far (a bounded cache holds fewer keys)."""
+        return self.seq
+
+    def begin(self, new: int) -> int:
+        """Get ready for `new` tokens (a bounded cache drops the keys they will not see); return the keys they
+        will attend over: those held and their own."""
+        return self.seq + new
+
+    def keeps_for(
+        self, keeps: list[torch.Tensor | None], new: int, windows: tuple[int | None, ...], keep: torch.Tensor | None
+    ) -> list[torch.Tensor | None]:
+        """Return each layer's keep for `new` tokens over the keys this cache will hold once they are added.
+
+        A full cache holds every position, so the model's own masks (`keeps`, made by prepare) are right as they
+        are; a cache that evicts keys (models.analysis.cache.BoundedCache) makes them from its keys' positions.
+        """
+        return keeps
+
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new positions' k and v (batch, kv_heads, new, d_k) to `layer`; return all of that layer's."""
         if layer < len(self.keys):
@@ -184,11 +204,13 @@ class Network(nn.Module):
         layer: options(i) gives layer i's (hook, gates, fill, probs buffer, maps-only). Arguments as forward's.
         """
         B, T = input_ids.shape  # batch, new positions
-        start = cache.seq if cache is not None else 0
+        start = cache.position if cache is not None else 0
         if start + T > self.max_positions:
             raise ValueError(f"{start + T} positions, but this model has {self.max_positions}")
         x = self.embed(input_ids, token_type_ids, start)  # (B, T, d_model)
         inputs = self.prepare(input_ids, keep, start, cache, causal)
+        if cache is not None:
+            inputs.keeps = cache.keeps_for(inputs.keeps, T, inputs.windows, keep)
         for i, layer in enumerate(self.layers):
             if record is not None:
                 record.hidden_states.append(x)
@@ -241,7 +263,7 @@ class Network(nn.Module):
             )
         rec = Recorder() if record else None
         B, T = input_ids.shape  # batch, new positions
-        S = (cache.seq if cache is not None else 0) + T  # keys
+        S = cache.begin(T) if cache is not None else T  # keys
         cfg = self.config
         # Without autograd, softmax writes each layer's map straight into the result: no copy at the end. Layers
         # lead in memory so each layer's slot (batch, heads, q, k) is contiguous; the result is a (batch, layers,

@@ -82,6 +82,11 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("pair_cells", 3000, "million cells", "head pairs × attention cells compared for redundancy (JS, cosine)"),
     Budget("rollout_work", 20, "billion multiply-adds", "attention rollout: layers × positions³ (GPT-2 at 1,024: 13)"),
     Budget("max_train_seconds", 300, "s", "one training run (Train page, `python -m models train`); it stops there"),
+    # The long-context lab (models.analysis.needle): each needle case reads its whole context once.
+    Budget(
+        "needle_cases", 64, "cases", "one needle grid: contexts × depths (`python -m models needle`, Long-context lab)"
+    ),
+    Budget("needle_tokens", 131_072, "tokens", "one needle grid: the contexts of all its cases together"),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -127,6 +132,8 @@ class Settings:
     pair_cells: int
     rollout_work: int
     max_train_seconds: int
+    needle_cases: int
+    needle_tokens: int
 
     @property
     def max_upload_bytes(self) -> int:

@@ -33,6 +33,9 @@ EXAMPLES = {
     "compare": 'python -m models compare --model minilm --text "The keys to the cabinet are here." '
     '--against-text "The keys to the cabinet is here."',
     "train": "python -m models train --task induction --steps 200 --seed 0",
+    "perplexity": 'python -m models perplexity --model random:llama-tiny --text "The cat sat on the mat. The cat sat on '
+    'the mat." --cache sink:2+window:4 --json',
+    "needle": "python -m models needle --model random:llama-tiny --context 64,96 --depths 0,0.5,1 --json",
 }
 
 NOTES = {
@@ -61,6 +64,11 @@ targets say which head must form; prints a line per record and a summary, `--out
 transformers reads. Tasks, diagnostics and the §7 switches: [Training lab](training.md).""",
     "generate": """Needs a decoder. Greedy, or `--top-k K` sampling with `--seed S`; what `--json` and `--out`
 hold: [Generation](pages/generation.md#from-the-command-line).""",
+    "perplexity": """Needs a decoder. `nll` holds −log p(token t+1 | tokens ≤ t) for every token but the last; a bounded
+cache evicts keys (their positions stay their own), so its result equals one pass under the matching mask and its
+`cache_bytes_max` does not grow with the text: [Long-context lab](long-context-lab.md).""",
+    "needle": """Needs a decoder. Each case's `prompt` is the exact text the model read; `heads` are sorted by
+retrieval score (Wu et al. 2024): [Long-context lab](long-context-lab.md).""",
 }
 
 

@@ -29,6 +29,8 @@ COMMAND_MODULES: dict[str, str] = {
     "compare": "compare",
     "generate": "generate",
     "train": "train",
+    "perplexity": "perplexity",
+    "needle": "needle",
 }
 DESCRIPTION = "Our from-scratch transformers (BERT encoders, GPT-2, the Llama family) from the command line."
 

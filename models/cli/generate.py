@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.cache import CACHE_HELP, parse_cache
 from ..lecture.generate import generate
 from ..weights import load_model
 from .common import EXIT_OK, UsageError, add_model_args, whole, write_file
@@ -41,7 +42,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--chat", action="store_true", help="put the prompt in the tokenizer's chat template (instruct models)"
     )
-    p.add_argument("--json", action="store_true", help="print {prompt_tokens, generated_tokens, text, stop} as JSON")
+    p.add_argument("--cache", default="full", help=f"which keys the KV cache keeps: {CACHE_HELP} (default full)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print {prompt_tokens, generated_tokens, text, stop} as JSON (and cache, cache_bytes per step when bounded)",
+    )
     p.add_argument(
         "--out", default=None, help="write tokens, rows (steps, layers, heads, max_len) and lengths to FILE.npz"
     )
@@ -56,11 +62,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"generate: --tokens must be ≥ 1, got {args.tokens}")
     if args.top_k is not None and args.top_k < 1:
         raise UsageError(f"generate: --top-k must be ≥ 1, got {args.top_k}")
+    spec = parse_cache(args.cache)
     dec = load_model(args.model, device=args.device, dtype=args.dtype)
     if not dec.capabilities.generation:
         raise UsageError(f"generate: {args.model} cannot generate (an encoder); use a decoder such as smollm2")
     g = generate(
-        dec, args.prompt, args.tokens, top_k=args.top_k, seed=args.seed, check=args.out is not None, chat=args.chat
+        dec,
+        args.prompt,
+        args.tokens,
+        top_k=args.top_k,
+        seed=args.seed,
+        check=args.out is not None,
+        chat=args.chat,
+        cache_spec=spec,
     )
     for note in g.notes:
         print(f"notice: {note}", file=sys.stderr)
@@ -79,7 +93,14 @@ def run(args: argparse.Namespace) -> int:
         )
     n = len(g.prompt_ids)
     if args.json:
-        doc = {"prompt_tokens": g.tokens[:n], "generated_tokens": g.tokens[n:], "text": g.text, "stop": g.stop}
+        doc: dict[str, Any] = {
+            "prompt_tokens": g.tokens[:n],
+            "generated_tokens": g.tokens[n:],
+            "text": g.text,
+            "stop": g.stop,
+        }
+        if spec.bounded:  # the cache's bytes after each step: flat once the window is full
+            doc |= {"cache": g.cache, "cache_bytes": [s.cache_bytes for s in g.steps]}
         print(json.dumps(doc))
     else:
         print(args.prompt.strip())

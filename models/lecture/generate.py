@@ -29,9 +29,10 @@ from typing import Literal
 import numpy as np
 import torch
 
+from ..analysis.cache import BoundedCache, CacheSpec, parse_cache
 from ..encoder import Encoder
 from ..errors import InputError
-from ..network import ForwardResult, KVCache
+from ..network import ForwardResult
 from ..settings import require
 from ..tokens import display_tokens
 from .memory import _peak_rss_bytes, _reset_peak_rss, _rss_bytes, kv_cache_bytes
@@ -74,6 +75,7 @@ class Generation:
     max_row_error: float | None = None  # over every step, after check
     stop: Stop = "budget"  # why it ended: the tokens asked for, the model's positions, or its end-of-text token
     chat: bool = False  # the prompt went in through the tokenizer's chat template (a user turn, then the reply)
+    cache: str = "full"  # which keys the cache kept (models.analysis.cache): full, window:W, sink:S+window:W
 
     @property
     def max_len(self) -> int:
@@ -149,6 +151,7 @@ def generate(
     seed: int = 0,
     check: bool = True,
     chat: bool = False,
+    cache_spec: str | CacheSpec = "full",
 ) -> Generation:
     """Return `n_tokens` generated after `prompt`, step by step with our KV cache (see the module docstring).
 
@@ -157,8 +160,11 @@ def generate(
     token (tokenizer.eos_token_id, when it has one). Only ids the tokenizer can spell are chosen (a random model's
     embedding may have more rows than its tokenizer has tokens; real ones pad their vocabulary too). chat: the
     prompt goes in through the tokenizer's chat template. InputError for a model that cannot generate, an empty
-    prompt or a bad count; BudgetError above ATTENTION_LENS_MAX_GENERATE tokens.
+    prompt or a bad count; BudgetError above ATTENTION_LENS_MAX_GENERATE tokens. cache_spec: a bounded cache
+    (window:W, sink:S+window:W) evicts keys, so its bytes stay flat; each step's row is laid over every position
+    (0 on the evicted keys) and the check runs the full forward under the cache's mask.
     """
+    spec = parse_cache(cache_spec)
     if not encoder.capabilities.generation:
         raise InputError(
             "generation needs a decoder (smollm2, a GPT-2 such as random:gpt2-tiny, or another causal LM), "
@@ -185,7 +191,7 @@ def generate(
     cfg = encoder.config
     spellable = min(len(encoder.tokenizer), cfg.vocab_size)  # ids past the tokenizer's last are never chosen
     gen = torch.Generator().manual_seed(seed)
-    cache = KVCache()
+    cache = spec.make()
     dtype = _dtype_name(encoder.dtype)
     steps: list[GenStep] = []
     fed = list(ids)
@@ -198,13 +204,18 @@ def generate(
         chosen = _pick(logits, top_k, gen)
         probs = torch.softmax(logits, dim=-1)
         top_p, top_i = torch.topk(probs, min(TOP, probs.numel()))
-        S = cache.seq
+        S = cache.seq  # keys held (every position seen, unless the cache evicts)
+        row = res.attentions[0, :, :, -1, :].float().cpu().numpy()  # (layers, heads, S)
+        if isinstance(cache, BoundedCache):  # lay the held keys' weights over every position; evicted ones get 0
+            full = np.zeros((*row.shape[:2], cache.position), np.float32)
+            full[:, :, cache.positions.cpu().numpy()] = row
+            row = full
         steps.append(
             GenStep(
                 index=s,
-                position=S - 1,
+                position=cache.position - 1,
                 fed=list(fed),
-                rows=res.attentions[0, :, :, -1, :].float().cpu().numpy().copy(),  # (layers, heads, S)
+                rows=row.copy(),  # (layers, heads, position + 1)
                 chosen=chosen,
                 top=[(int(i), float(p)) for i, p in zip(top_i.tolist(), top_p.tolist(), strict=True)],
                 cache_shape=cache.shape(),
@@ -240,6 +251,7 @@ def generate(
         notes=notes,
         stop=stop,
         chat=chat,
+        cache=spec.name,
     )
     shown = encoder.capabilities.token_display
     result.display = display_tokens(result.tokens, shown)
@@ -258,7 +270,10 @@ def check_rows(encoder: Encoder, result: Generation) -> float:
     Sets each step's row_error and result.max_row_error.
     """
     seq = [*result.prompt_ids, *result.generated_ids[:-1]]  # every token that went in
-    full = encoder.model(torch.tensor([seq], dtype=torch.long, device=encoder.device)).attentions[0].float().cpu()
+    spec = parse_cache(result.cache)
+    keep = None if not spec.bounded else spec.keep(len(seq), encoder.device)  # the cache's mask, in one pass
+    x = torch.tensor([seq], dtype=torch.long, device=encoder.device)
+    full = encoder.model(x, keep=keep).attentions[0].float().cpu()
     worst = 0.0
     for step in result.steps:
         p = step.position

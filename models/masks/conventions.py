@@ -69,6 +69,27 @@ def causal_keep(seq: int, device: torch.device | str | None = None, window: int 
     return keep
 
 
+def sink_window_keep(
+    queries: torch.Tensor | int, keys: torch.Tensor | None, window: int | None, sink: int = 0
+) -> torch.Tensor:
+    """Return (len(queries), len(keys)) bool: what a bounded KV cache lets each query see (StreamingLLM's cache).
+
+    queries, keys: 1-D long tensors of the tokens' own positions (a cache that evicts keys keeps their positions);
+    an int n for queries with keys None: positions 0 … n − 1 for both, the (n, n) mask of one pass.
+    Query i sees key j when j ≤ i and (j < sink or i − j < window): the first `sink` tokens plus the `window` most
+    recent, itself included. window None: every earlier key (causal). sink 0: causal_keep(window=W)'s rows.
+    """
+    if isinstance(queries, int):
+        queries = torch.arange(queries)
+    if keys is None:
+        keys = queries
+    i, j = queries[:, None], keys[None, :]
+    keep = j <= i
+    if window is not None:
+        keep &= (i - j < window) | (j < sink)
+    return keep
+
+
 def window_keep(seq: int, width: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Return (seq, seq) bool: position i sees j when |i − j| ≤ width (a band, both sides)."""
     idx = torch.arange(seq, device=device)
