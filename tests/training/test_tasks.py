@@ -12,7 +12,7 @@ from models.training.tasks import InductionTask, ReverseTask, TextTask, make_tas
 
 @pytest.mark.parametrize("bos", [False, True])
 def test_induction_batches_copy_one_segment_and_mark_its_targets(bos):
-    task = InductionTask(bos=bos)
+    task = InductionTask(bos=bos, lengths=(2, 15) if bos else (2, 16))  # 16 twice fills every position
     b = task.sample(torch.Generator().manual_seed(0), 256)
     assert (b.ids[:, 0] == task.bos_id).all() == bos
     assert (b.ids[:, int(bos) :] < task.n_symbols).all(), "no special token is drawn"
