@@ -122,3 +122,23 @@ def test_presentation_mode_puts_settings_in_a_popover():
     assert not at.exception, at.exception
     assert not at.title, "presentation mode drops the page title"
     assert at.button(key="train_start")
+
+
+@pytest.mark.long
+def test_compare_head_counts_runs_every_count_over_three_seeds():
+    at = open_page()
+    small(at, steps=20)
+    at.number_input(key="train_seed").set_value(5)
+    at.button(key="train_compare_heads").click().run()
+    assert not at.exception, at.exception
+    job = wait_done(at, timeout=600)
+    assert job.state == "done", job.error
+    got = sorted((c.heads, c.seed) for c in job.configs)
+    assert got == [(h, s) for h in (1, 2, 4, 8) for s in (5, 6, 7)]
+    assert all(c.steps == 20 for c in job.configs)
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert len(table) == 4, "one row per head count, its seeds inside"
+    charts = {el.proto.id: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+    bands = [tr for c in charts.values() for tr in c["data"] if tr.get("fill") == "tonexty"]
+    assert len(bands) == 4, "a spread band per head count"
