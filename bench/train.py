@@ -109,7 +109,9 @@ def render_docs(doc: dict) -> None:
     text = DOCS.read_text(encoding="utf-8")
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{DOCS} has no {BEGIN} … {END} lines for the per-seed table")
-    rows = doc["figures"]["runs"]
+    rows = doc["figures"].get("runs", [])
+    if not rows or "copies" not in rows[0]:
+        raise SystemExit("bench/results/train.json is from an older bench/train.py: run python bench/train.py")
     m = doc.get("machine", {})
     where = ", ".join(f"{k} {m[k]}" for k in ("cpu", "cores", "load_average") if k in m)
     when = f"`{doc.get('command', 'python bench/train.py')}` on {doc.get('date', '?')} ({where})"

@@ -88,6 +88,9 @@ def test_a_short_run_draws_curves_maps_and_saves_a_folder():
     assert any(job.folder in s.replace("\\", "") for s in texts(at)), "the page names the saved folder"
     assert any(job.folder in str(c.value) for c in at.get("code")), "and gives the command that opens it"
     assert not at.button(key="train_start").disabled
+    # 40 steps end on the plateau: the verdict says so, with the copy's loss and the advice.
+    verdict = [str(w.value) for w in at.warning if "No induction head" in str(w.value)]
+    assert verdict and "Advice" in verdict[0] and "step budget" in verdict[0]
 
 
 def test_stop_ends_a_run_early():

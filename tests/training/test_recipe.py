@@ -118,3 +118,16 @@ def test_default_recipe_forms_and_copies_through_transformers(seed, tmp_path):
     assert got["copy_loss"] <= GUARD_COPY, got
     assert math.isfinite(got["copy_loss"]) and int(got["head"][1]) >= 1
     assert result.verdict()["state"] in ("formed", "weak_copy")
+
+
+def test_a_run_stops_on_the_plateau_and_says_so(monkeypatch):
+    """The trainer applies the rule at each record: with the score threshold at 0 (every head counts) and any fall
+    under 5 nats a plateau, the run ends at the first record a window after the start, as `plateau`."""
+    from models.training import recorder
+
+    monkeypatch.setattr(recorder, "INDUCTION_THRESHOLD", 0.0)
+    config = TrainConfig(d_model=32, heads=2, batch=8, steps=200, every=10, plateau_window=50, plateau_delta=5.0)
+    result = train(config)
+    assert result.stop_reason == "plateau" and result.steps_done == 60
+    assert result.verdict()["stop"] == "plateau"
+    assert train(replace(config, plateau_window=0)).steps_done == 200
