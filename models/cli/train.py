@@ -130,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
 
 def verdict_line(v: dict) -> str:
     """Return the run's verdict in one sentence: the head and the copy's loss, and the advice when it fell short."""
-    ended = "it stopped when the copy's loss stopped falling" if v["stop"] == "plateau" else f"it ended ({v['stop']})"
+    ended = {"plateau": "it stopped when the copy's loss stopped falling", "steps": "it reached its step budget"}.get(
+        v["stop"], f"it ended ({v['stop']})"
+    )
     copy = f"loss on the copy {v['copy_loss']:.3f} nat (target ≤ {v['copy_target']:g})"
     if v["state"] == "formed":
         return f"induction head formed: {v['head']} scores {v['score']:.2f}, {copy}, first at step {v['formed_step']}; {ended}"

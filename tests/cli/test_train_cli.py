@@ -70,6 +70,9 @@ def test_no_scale_is_reported_as_a_flag(capsys):
     assert main(["train", *SHORT, "--heads", "1", "--no-scale"]) == 0
     printed = capsys.readouterr().out
     assert "flag unscaled" in printed
+    # 40 steps end on the plateau: the verdict says so plainly, with the copy's loss and the advice.
+    assert "no induction head: it reached its step budget on the plateau, loss on the copy" in printed
+    assert "advice: " in printed and "another seed" in printed
 
 
 @pytest.mark.parametrize(
