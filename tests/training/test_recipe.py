@@ -19,9 +19,9 @@ from models.training.tasks import InductionTask
 from models.training.trainer import DECAY_FLOOR, TrainResult, lr_at, on_plateau, phase_change
 
 # The guard's run: the default recipe with a shorter step budget (the decay is fitted to it). Measured on seeds
-# 0–2 (docs/training.md): each forms its head by step ~900; the copy's loss, through transformers at the held-out
-# lengths from position 0, is then well below the bound here. A planted recipe change (lr × 10, no warmup) leaves
-# them on the plateau at ≈ ln 64.
+# 0–2 (docs/training.md), through transformers at the held-out lengths from position 0: best heads 0.87–0.88, copy
+# losses 0.90–1.07 nat (largest over the lengths). Planted recipe changes (lr × 10; no warmup) left seed 0 on the
+# plateau: best score < 0.01, copy 4.4 and 4.1 nat.
 GUARD_STEPS = 1500
 GUARD_COPY = 1.5  # nats per token on the copy at held-out lengths (the largest over them); chance ln 64 ≈ 4.16
 
