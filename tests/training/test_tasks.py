@@ -62,7 +62,9 @@ def test_reverse_mirrors_and_splits_halves():
     assert b.determined[:, n + 1 :].all() and not b.determined[:, : n + 1].any()
 
 
-@pytest.mark.parametrize(("name", "options"), [("induction", {}), ("induction", {"bos": True}), ("reverse", {})])
+@pytest.mark.parametrize(
+    ("name", "options"), [("induction", {}), ("induction", {"bos": True, "lengths": (2, 15)}), ("reverse", {})]
+)
 def test_word_level_tokenizer_gives_the_training_ids(name, options):
     task = make_task(name, **options)
     tok = task.tokenizer()
