@@ -213,7 +213,8 @@ class InductionTask(Task):
         """Per held-out length, fresh sequences: the first half with the segment at position 0, the rest at any
         offset."""
         gen = torch.Generator().manual_seed(VALIDATION_SEED)
-        first = torch.arange(VALIDATION_BATCH) < VALIDATION_BATCH // 2
+        first = torch.zeros(VALIDATION_BATCH, dtype=torch.bool)
+        first[: VALIDATION_BATCH // 2] = True  # these sequences: the segment at position 0
         return {f"n={n}": self.repeated(gen, torch.full((VALIDATION_BATCH,), n), at_start=first) for n in self.held_out}
 
     def probe(self) -> Batch:
