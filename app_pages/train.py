@@ -15,17 +15,20 @@ import streamlit as st
 from models import AttnVizError
 from models.training import ARCHS, Record, TrainConfig
 from models.training.recorder import DETERMINED_LOSS_TARGET, INDUCTION_THRESHOLD
+from models.training.trainer import phase_change
 from ui import presentation, sidebar, training
 from ui.safe import md
 from ui.state import t
 from viz.heatmap import head_heatmap
 from viz.overview import overview_figure, render_mosaic
-from viz.training import curves, head_series, layer_series, small_multiples
+from viz.training import curves, head_series, layer_series, phase_figure, small_multiples, spread_figure, spread_series
 
 TASKS = ("induction", "reverse", "text")
 FAMILIES = tuple(ARCHS)
 BREAKS = ("none", "no_scale", "no_causal")
 HEAD_COUNTS = (1, 2, 4, 8)
+COMPARE_SEEDS = 3  # "Compare head counts": every head count on the seed set and the next two
+COMPARE_STEPS = 2000  # at most, per run of a comparison: the heads form well within it (docs/training.md)
 HEADS = (1, 2, 4, 8, 16)
 WIDTHS = (32, 64, 128, 256)
 DEFAULT = TrainConfig()
@@ -89,8 +92,14 @@ def _config() -> TrainConfig:
 def _start(kind: str) -> None:
     base = _config()
     if kind == "heads":
-        configs = [replace(base, heads=h) for h in HEAD_COUNTS if base.d_model % h == 0]
-        labels = [t("train.label_heads", h=c.heads) for c in configs]
+        steps = min(base.steps, COMPARE_STEPS)
+        configs = [
+            replace(base, heads=h, seed=base.seed + k, steps=steps)
+            for h in HEAD_COUNTS
+            if base.d_model % h == 0
+            for k in range(COMPARE_SEEDS)
+        ]
+        labels = [t("train.label_heads_seed", h=c.heads, seed=c.seed) for c in configs]
     elif kind == "bugs":
         configs = [replace(base, scale=True, causal=True), replace(base, scale=False), replace(base, causal=False)]
         labels = [t(f"train.break_{b}") for b in BREAKS]
@@ -126,7 +135,7 @@ def _controls(job: training.Job | None) -> None:
         disabled=busy,
         on_click=_start,
         args=("heads",),
-        help=t("train.compare_heads_help"),
+        help=t("train.compare_heads_help", steps=f"{COMPARE_STEPS:,}"),
         width="stretch",
     )
     c.button(
@@ -342,20 +351,9 @@ def _single(job: training.Job, font: int) -> None:
         _loss_chart(records, job.chance, font, formed)
     with right:
         _score_chart(records, font)
-    if formed:
-        rec = next(r for r in records if r.step == formed)
-        layer, head, score = rec.best_induction
-        st.success(
-            t(
-                "train.formed",
-                step=formed,
-                seconds=f"{rec.seconds:.1f}",
-                layer=layer,
-                head=head,
-                score=f"{score:.2f}",
-                loss=f"{rec.val_determined:.2f}",
-            )
-        )
+    _phase(records, font)
+    if result is not None:
+        _verdict(result, job.chance)
     _maps(records, job.probe_tokens, font)
     with st.expander(t("train.diag_expander"), expanded=not presentation.active()):
         _diagnostics(records, font)
@@ -363,6 +361,54 @@ def _single(job: training.Job, font: int) -> None:
         _saved(job)
     elif job.note:
         st.info(t("train.not_saved", reason=md(job.note)))
+
+
+def _phase(records: list[Record], font: int) -> None:
+    """The phase change (Olsson et al. 2022): the losses and the best induction score on one step axis, the loss
+    bump and the score's jump marked in both."""
+    phase = phase_change(records)
+    if phase is None:
+        return
+    steps = [r.step for r in records]
+    losses = {
+        t("train.curve_train"): (steps, _column(records, "train_loss")),
+        t("train.curve_val"): (steps, _column(records, "val_loss")),
+        t("train.curve_copy"): (steps, _column(records, "val_determined")),
+    }
+    labels = {
+        "loss": t("train.phase_loss"),
+        "score": t("train.phase_score"),
+        "score_name": t("train.phase_score_name"),
+        "bump": t("train.phase_bump"),
+        "jump": t("train.phase_jump"),
+        "x": t("train.x_step"),
+    }
+    score = [r.best_induction[2] for r in records]
+    fig = phase_figure(steps, losses, score, phase, labels, INDUCTION_THRESHOLD, font_size=font)
+    st.plotly_chart(fig, width="stretch", key="train_phase_chart")
+    st.caption(t("train.phase_caption", bump=phase["bump"], jump=phase["jump"]))
+
+
+def _verdict(result, chance: float) -> None:
+    """Say what the finished run achieved: the head and the copy's loss, or the plateau with the advice."""
+    v = result.verdict()
+    if v["state"] == "none":
+        return
+    rec = result.last
+    layer, head, score = rec.best_induction
+    ended = t(
+        {"plateau": "train.verdict_plateau", "steps": "train.verdict_steps"}.get(v["stop"], "train.verdict_other")
+    )
+    common = dict(layer=layer, head=head, loss=f"{v['copy_loss']:.3f}", target=f"{v['copy_target']:g}", ended=ended)
+    if v["state"] == "formed":
+        first = next(r for r in result.records if r.step == v["formed_step"])
+        st.success(
+            t("train.formed", **common, score=f"{score:.2f}", step=v["formed_step"], seconds=f"{first.seconds:.1f}")
+        )
+    elif v["state"] == "weak_copy":
+        st.warning(t("train.weak_copy", **common, score=f"{score:.2f}"), icon=":material/report:")
+    else:
+        st.warning(t("train.no_head", **common, chance=f"{chance:.2f}"), icon=":material/report:")
 
 
 def _saved(job: training.Job) -> None:
@@ -384,9 +430,64 @@ def _open(folder: str) -> None:
     st.session_state["train_go_explore"] = True
 
 
+def _compare_heads(job: training.Job, done: list[int], font: int) -> None:
+    """Every head count over its seeds: the median and the spread of the copy's loss and of the best induction
+    score, and a table with each seed's step formed and final copy loss."""
+    groups: dict[str, list[int]] = {}
+    for i in done:
+        groups.setdefault(t("train.label_heads", h=job.configs[i].heads), []).append(i)
+    loss, score, rows = {}, {}, []
+    for name, runs in groups.items():
+        recs = [list(job.records[i]) for i in runs]
+        loss[name] = [([r.step for r in rs], _column(rs, "val_determined")) for rs in recs]
+        score[name] = [([r.step for r in rs], [r.best_induction[2] for r in rs]) for rs in recs]
+        formed = [next((r.step for r in rs if r.induction_formed), None) for rs in recs]
+        rows.append(
+            {
+                t("train.col_heads"): job.configs[runs[0]].heads,
+                t("train.col_formed_seeds"): f"{sum(f is not None for f in formed)}/{len(runs)}",
+                t("train.col_steps_seeds"): ", ".join(
+                    f"{job.configs[i].seed}: {f if f else '—'}" for i, f in zip(runs, formed, strict=True)
+                ),  # fmt: skip
+                t("train.col_copy_seeds"): ", ".join(f"{rs[-1].val_determined:.3f}" for rs in recs),
+            }
+        )
+    left, right = st.columns(2)
+    left.plotly_chart(
+        spread_figure(
+            spread_series(loss),
+            t("train.compare_loss_copy"),
+            t("train.x_step"),
+            t("train.y_nats"),
+            [(DETERMINED_LOSS_TARGET, t("train.line_target"))],
+            font_size=font,
+        ),  # fmt: skip
+        width="stretch",
+        key="train_compare_loss",
+    )
+    right.plotly_chart(
+        spread_figure(
+            spread_series(score),
+            t("train.compare_induction"),
+            t("train.x_step"),
+            t("train.y_score"),
+            [(INDUCTION_THRESHOLD, t("train.line_threshold"))],
+            (0, 1),
+            font_size=font,
+        ),  # fmt: skip
+        width="stretch",
+        key="train_compare_right",
+    )
+    st.dataframe(rows, hide_index=True, width="stretch")
+    st.caption(t("train.compare_heads_caption"))
+
+
 def _compare(job: training.Job, font: int) -> None:
     done = [i for i, recs in enumerate(job.records) if recs]
     if not done:
+        return
+    if job.kind == "heads":
+        _compare_heads(job, done, font)
         return
     series, best, rows = {}, {}, []
     metric = "val_determined" if job.configs[0].task != "text" else "val_loss"

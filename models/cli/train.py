@@ -35,7 +35,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mlp", action="store_true", help="with the MLP (default: attention-only, the MLP zero)")
     p.add_argument("--steps", type=int, default=DEFAULTS.steps, help=f"default {DEFAULTS.steps}")
     p.add_argument("--batch", type=int, default=DEFAULTS.batch, help=f"sequences per step (default {DEFAULTS.batch})")
-    p.add_argument("--lr", type=float, default=DEFAULTS.lr, help=f"AdamW learning rate (default {DEFAULTS.lr:g})")
+    p.add_argument("--lr", type=float, default=None, help="AdamW peak learning rate (default: by head count)")
     p.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seed of the weights and every batch (default 0)")
     p.add_argument("--every", type=int, default=DEFAULTS.every, help=f"record every N steps (default {DEFAULTS.every})")
     p.add_argument("--symbols", type=int, default=DEFAULTS.symbols, help="induction/reverse: symbols drawn (64)")
@@ -130,11 +130,27 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def verdict_line(v: dict) -> str:
+    """Return the run's verdict in one sentence: the head and the copy's loss, and the advice when it fell short."""
+    ended = {"plateau": "it stopped when the copy's loss stopped falling", "steps": "it reached its step budget"}.get(
+        v["stop"], f"it ended ({v['stop']})"
+    )
+    copy = f"loss on the copy {v['copy_loss']:.3f} nat (target ≤ {v['copy_target']:g})"
+    if v["state"] == "formed":
+        return f"induction head formed: {v['head']} scores {v['score']:.2f}, {copy}, first at step {v['formed_step']}; {ended}"
+    if v["state"] == "weak_copy":
+        return f"an induction head ({v['head']}, {v['score']:.2f}) but the copy is not reliable yet: {copy}; {ended}; advice: {v['advice']}"
+    if v["state"] == "no_head":
+        return f"no induction head: {ended} on the plateau, {copy}; advice: {v['advice']}"
+    return ""
+
+
 def _print_summary(result, summary: dict) -> None:
     last = result.last
     print()
     stop = {
         "steps": "all steps done",
+        "plateau": "the copy's loss stopped falling",
         "stopped": "stopped",
         "budget": "stopped at the time budget",
         "nan": "the loss became NaN",
@@ -156,10 +172,7 @@ def _print_summary(result, summary: dict) -> None:
         print(f"induction score per head (smallest over held-out lengths {lengths}):")
         for layer, row in enumerate(last.induction):
             print(f"  layer {layer}: " + "  ".join(f"H{h} {s:.2f}" for h, s in enumerate(row)))
-        if result.formed_step is None:
-            print("no induction head formed (a head above layer 0 ≥ 0.5 on every held-out length, copy loss ≤ 1 nat)")
-        else:
-            print(f"induction head formed at step {result.formed_step} ({result.formed_seconds:.1f} s)")
+        print(verdict_line(result.verdict()))
     for flag in last.flags:
         print(f"flag {flag}: {FLAGS[flag]}")
     if "out" in summary:

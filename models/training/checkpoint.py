@@ -55,3 +55,43 @@ def transformers_attentions(folder: str | os.PathLike[str], ids: torch.Tensor) -
     model.eval()
     out = model(input_ids=ids, output_attentions=True)
     return torch.stack(out.attentions, dim=1)
+
+
+@torch.no_grad()
+def transformers_copy(
+    folder: str | os.PathLike[str], lengths: tuple[int, ...], symbols: int, batch: int = 64, seed: int = 12_345
+) -> dict[str, Any]:
+    """Load the folder with transformers (eager) and measure the copy on fresh sequences r_1 … r_n r_1 … r_n that
+    start at position 0, r drawn uniformly from the task's `symbols`, for each n in lengths (the held-out lengths).
+
+    Returns the loss on r_2 … r_n of the copy (nats, the largest over lengths, and per length), and the head above
+    layer 0 whose smallest induction score over the lengths is the largest (attention from the copy's r_k to r_{k+1}
+    of the first occurrence, models.analysis.induction).
+    """
+    import torch.nn.functional as F
+    from transformers import AutoModelForCausalLM
+
+    from ..analysis.induction import induction_from_maps
+
+    model: Any = AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager", dtype=torch.float32)
+    model.eval()
+    gen = torch.Generator().manual_seed(seed)
+    losses, scores = {}, []
+    for n in lengths:
+        half = torch.randint(0, symbols, (batch, n), generator=gen)
+        ids = torch.cat([half, half], dim=1)
+        out = model(input_ids=ids, output_attentions=True)
+        logits = out.logits[:, n : 2 * n - 1]  # positions of r_1 … r_{n-1} of the copy predict r_2 … r_n
+        losses[n] = float(F.cross_entropy(logits.transpose(1, 2), ids[:, n + 1 : 2 * n]))
+        attn = torch.stack(out.attentions, dim=1).float()  # (batch, layers, heads, 2n, 2n)
+        scores.append(induction_from_maps(attn, torch.zeros(batch, dtype=torch.long), n))
+    low = torch.stack(scores).amin(dim=0)  # (layers, heads): the smallest over lengths
+    above = 1 if low.shape[0] > 1 else 0
+    sub = low[above:]
+    layer, head = divmod(int(sub.argmax()), sub.shape[1])
+    return {
+        "copy_loss": max(losses.values()),
+        "copy_loss_by_length": losses,
+        "head": f"L{layer + above}H{head}",
+        "score": float(sub.max()),
+    }

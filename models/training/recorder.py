@@ -27,7 +27,7 @@ from .arch import Arch
 from .tasks import Batch, Task
 
 INDUCTION_THRESHOLD = 0.5  # a head counts as an induction head from this score on (the issue's target)
-DETERMINED_LOSS_TARGET = 1.0  # nats per token on the copy: the loss the induction target asks for
+DETERMINED_LOSS_TARGET = 0.3  # nats per token on the copy at held-out lengths: "formed" only when the copy works
 # Flags: the §7 symptom each one names, and what trips it.
 FLAGS = {
     "unscaled": "scores are not divided by √d_k: the effective scale is off 1/√d_k by more than 2×",
@@ -85,7 +85,7 @@ class Record:
 
     @property
     def induction_formed(self) -> bool:
-        """Return whether a head above layer 0 scores ≥ 0.5 on every held-out length and the copy's loss is ≤ 1 nat."""
+        """Return whether a head above layer 0 scores ≥ 0.5 on every held-out length and the copy's loss is ≤ 0.3 nat."""
         _, _, score = self.best_induction
         return score >= INDUCTION_THRESHOLD and self.val_determined <= DETERMINED_LOSS_TARGET
 

@@ -137,8 +137,14 @@ class InductionTask(Task):
     name: ClassVar[str] = "induction"
     n_symbols: int = 64
     seq: int = 32
-    lengths: tuple[int, int] = (3, 15)  # n is drawn from this range, inclusive, minus the held-out lengths
-    held_out: tuple[int, ...] = (5, 8, 11)  # never drawn in training: the probe measures on these
+    # n is drawn from this range, inclusive, minus the held-out lengths. 16 fills the 32 positions twice: the
+    # segment then starts at position 0, the case a fresh prompt "r_1 … r_n r_1 … r_n" is.
+    lengths: tuple[int, int] = (2, 16)
+    held_out: tuple[int, ...] = (6, 10, 14)  # never drawn in training: the probe and validation measure on these
+    # Share of training sequences whose segment starts at position 0 (the rest: any offset, 0 included). A model
+    # that only saw a filler token at position 0 copies worse from a prompt that starts with the segment
+    # (docs/training.md, "How the recipe was chosen").
+    at_start: float = 0.3
     # "twice": the segment appears twice; "periodic": from its offset on, it repeats to the end of the sequence
     # (validation and the probe always use "twice", the definition the score is measured on).
     layout: str = "twice"
@@ -160,6 +166,8 @@ class InductionTask(Task):
             raise InputError(f"held-out lengths {self.held_out} must be ≥ 2 and fit twice into {self.seq} positions")
         if not self.train_lengths:
             raise InputError("no training length is left once the held-out lengths are removed")
+        if not 0.0 <= self.at_start <= 1.0:
+            raise InputError(f"at_start is a share from 0 to 1, got {self.at_start!r}")
         self.vocab = [*symbols(self.n_symbols), BOS, UNK]
         self.bos_id = self.n_symbols
         self.n_drawn = self.n_symbols
@@ -169,14 +177,19 @@ class InductionTask(Task):
         lo, hi = self.lengths
         return [n for n in range(lo, hi + 1) if n not in self.held_out]
 
-    def repeated(self, gen: torch.Generator, lengths: torch.Tensor, layout: str = "twice") -> Batch:
-        """Return sequences with one segment of lengths[b] repeated at a random offset (module docstring)."""
+    def repeated(
+        self, gen: torch.Generator, lengths: torch.Tensor, layout: str = "twice", at_start: torch.Tensor | None = None
+    ) -> Batch:
+        """Return sequences with one segment of lengths[b] repeated at a random offset (module docstring); where
+        at_start[b] is True the segment starts at the first position."""
         B, T = len(lengths), self.seq  # batch, positions
         n = lengths.long()
         ids = torch.randint(0, self.n_symbols, (B, T), generator=gen)
         first = 1 if self.bos else 0  # the first position a segment may start at
         room = T - first - 2 * n  # free positions around the two copies
         offset = (torch.rand(B, generator=gen) * (room + 1).to(torch.float32)).long().clamp(max=room)
+        if at_start is not None:
+            offset = torch.where(at_start, torch.zeros_like(offset), offset)
         start = first + offset  # r_1 of the first copy
         pos = torch.arange(T)[None, :]  # (1, T)
         s, n_ = start[:, None], n[:, None]
@@ -193,11 +206,16 @@ class InductionTask(Task):
 
     def sample(self, gen: torch.Generator, batch: int) -> Batch:
         choices = torch.tensor(self.train_lengths)
-        return self.repeated(gen, choices[torch.randint(0, len(choices), (batch,), generator=gen)], self.layout)
+        lengths = choices[torch.randint(0, len(choices), (batch,), generator=gen)]
+        return self.repeated(gen, lengths, self.layout, torch.rand(batch, generator=gen) < self.at_start)
 
     def validation(self) -> dict[str, Batch]:
+        """Per held-out length, fresh sequences: the first half with the segment at position 0, the rest at any
+        offset."""
         gen = torch.Generator().manual_seed(VALIDATION_SEED)
-        return {f"n={n}": self.repeated(gen, torch.full((VALIDATION_BATCH,), n)) for n in self.held_out}
+        first = torch.zeros(VALIDATION_BATCH, dtype=torch.bool)
+        first[: VALIDATION_BATCH // 2] = True  # these sequences: the segment at position 0
+        return {f"n={n}": self.repeated(gen, torch.full((VALIDATION_BATCH,), n), at_start=first) for n in self.held_out}
 
     def probe(self) -> Batch:
         gen = torch.Generator().manual_seed(VALIDATION_SEED + 1)
@@ -216,6 +234,7 @@ class InductionTask(Task):
             "symbols": self.n_symbols,
             "lengths": list(self.lengths),
             "held_out": list(self.held_out),
+            "at_start": self.at_start,
         }
 
 

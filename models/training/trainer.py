@@ -36,6 +36,8 @@ BOUNDS = {
     "threads": (1, 256),
 }
 MAX_RECORDS = 400  # records a run keeps at most: `every` grows to fit (each record holds every head's map)
+LR_BY_HEADS = ((4, 3e-3), (256, 1e-3))  # (up to this many heads, peak learning rate), measured (docs/training.md)
+DECAY_FLOOR = 0.05  # the cosine decay ends at this share of the peak learning rate
 
 
 @dataclass(frozen=True)
@@ -51,11 +53,20 @@ class TrainConfig:
     heads: int = 4
     d_model: int = 64  # d_k = d_model / heads
     mlp: bool = False  # False: attention-only (the MLP zero and frozen)
-    steps: int = 1500
+    # The step budget: the run ends earlier when the copy's loss stops falling (`plateau`). With the learning rate
+    # decayed over it, most seeds end between 3,000 and 5,000 steps (docs/training.md, "How the recipe was chosen").
+    steps: int = 5000
     batch: int = 64  # sequences per step: at 16 the same runs stayed on the plateau (a noisier gradient)
-    lr: float = 3e-3  # AdamW, after a linear warmup
-    warmup: int = 100  # steps of linear warmup from 0
-    weight_decay: float = 0.0
+    # AdamW's peak learning rate; None: by head count (LR_BY_HEADS): 3e-3 for 1 to 4 heads, 1e-3 for 8 or more,
+    # where 3e-3 left every seed measured on the plateau.
+    lr: float | None = None
+    warmup: int = 500  # steps of linear warmup from 0: after 100 or 200, 3e-3 left most seeds on the plateau
+    decay: bool = True  # after the warmup, cosine decay to DECAY_FLOOR of the peak at `steps`
+    weight_decay: float = 0.0  # 0.1 did not help any seed and left 3 of 4 on the plateau at warmup 200
+    # Stop when, with an induction head present, the copy's loss on the held-out lengths has fallen less than
+    # plateau_delta nats over the last plateau_window steps. 0: run every step.
+    plateau_window: int = 1000
+    plateau_delta: float = 0.02
     seed: int = 0
     every: int = 50  # record every N steps (grows so that a run keeps at most MAX_RECORDS)
     scale: bool = True  # "break it": False drops the 1/√d_k (§7, row 1)
@@ -76,14 +87,23 @@ class TrainConfig:
                 raise InputError(f"{name} must be a whole number from {lo} to {hi}, got {v!r}")
         if self.d_model % self.heads:
             raise InputError(f"d_model {self.d_model} is not a multiple of heads {self.heads}: heads cannot split it")
-        if not (0 < self.lr <= 1) or not math.isfinite(self.lr):
+        if self.lr is not None and (not (0 < self.lr <= 1) or not math.isfinite(self.lr)):
             raise InputError(f"lr must be in (0, 1], got {self.lr!r}")
+        if self.plateau_window < 0 or not 0 <= self.plateau_delta < 10:
+            raise InputError("plateau_window must be ≥ 0 and plateau_delta in [0, 10)")
         if not 0 <= self.weight_decay <= 1:
             raise InputError(f"weight decay must be in [0, 1], got {self.weight_decay!r}")
         if self.every < 1 or self.warmup < 0:
             raise InputError("every must be ≥ 1 and warmup ≥ 0")
         if not 0 <= self.seed < 2**63:
             raise InputError(f"seed must be a whole number ≥ 0, got {self.seed!r}")
+
+    @property
+    def peak_lr(self) -> float:
+        """Return the learning rate after the warmup: `lr`, or the head count's (LR_BY_HEADS) when lr is None."""
+        if self.lr is not None:
+            return self.lr
+        return next(lr for most, lr in LR_BY_HEADS if self.heads <= most)
 
     def task_options(self) -> dict[str, Any]:
         if self.task == "text":
@@ -95,6 +115,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["lr"] = self.peak_lr
         if self.task == "text":
             d["text"] = f"{len(self.text)} characters" if self.text else "the bundled passage"
         else:
@@ -114,7 +135,7 @@ class TrainResult:
     records: list[Record] = field(default_factory=list)
     steps_done: int = 0
     seconds: float = 0.0
-    stop_reason: str = "steps"  # steps | stopped | budget | nan
+    stop_reason: str = "steps"  # steps | plateau (the copy's loss stopped falling) | stopped | budget | nan
     formed_step: int | None = None  # first record where an induction head had formed (Record.induction_formed)
     formed_seconds: float | None = None
     crossings: dict[tuple[int, int], int] = field(default_factory=dict)  # (layer, head) → first step ≥ 0.5
@@ -126,10 +147,42 @@ class TrainResult:
     def steps_per_second(self) -> float:
         return self.steps_done / self.seconds if self.seconds > 0 else float("nan")
 
+    def verdict(self) -> dict[str, Any]:
+        """Return what the run achieved, for the page and `train --json`: state "formed" (a head above layer 0 ≥ 0.5
+        on every held-out length and the copy's loss ≤ DETERMINED_LOSS_TARGET), "weak_copy" (such a head, but the
+        copy's loss above the target), "no_head" (no such head: the loss plateau) or "none" (no copy to measure),
+        with the head, its score, the copy's loss, how the run ended and the advice for the next run."""
+        last = self.last
+        if last is None or not math.isfinite(last.val_determined):
+            return {"state": "none", "stop": self.stop_reason}
+        layer, head, score = last.best_induction
+        formed = last.induction_formed
+        state = "formed" if formed else ("weak_copy" if score >= recorder.INDUCTION_THRESHOLD else "no_head")
+        advice = {
+            "formed": "",
+            "weak_copy": "train longer (more steps), or keep the default learning rate and warmup",
+            "no_head": "the loss is still on the plateau: try another seed, more steps, or a lower learning rate "
+            "(the default for this head count) with a longer warmup",
+        }[state]
+        return {
+            "state": state,
+            "formed": formed,
+            "head": f"L{layer}H{head}",
+            "score": round(score, 4) if math.isfinite(score) else None,
+            "copy_loss": round(last.val_determined, 4),
+            "copy_target": recorder.DETERMINED_LOSS_TARGET,
+            "formed_step": self.formed_step,
+            "stop": self.stop_reason,
+            "step": last.step,
+            "advice": advice,
+        }
+
     def summary(self) -> dict[str, Any]:
         """Return the run's summary as plain data (the CLI's --json, the bench)."""
         last = self.last
         return {
+            "verdict": self.verdict(),
+            "phase_change": phase_change(self.records),
             "config": self.config.to_dict(),
             "task": self.task.describe(),
             "parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
@@ -151,10 +204,30 @@ class TrainResult:
 
 
 def lr_at(config: TrainConfig, step: int) -> float:
-    """Return the learning rate of step (1-based): linear warmup over `warmup` steps, then constant."""
+    """Return the learning rate of step (1-based): linear warmup over `warmup` steps, then constant, or with
+    `decay` a cosine from the peak down to DECAY_FLOOR of it at the last step."""
+    peak = config.peak_lr
     if config.warmup and step <= config.warmup:
-        return config.lr * step / config.warmup
-    return config.lr
+        return peak * step / config.warmup
+    if not config.decay or config.steps <= config.warmup:
+        return peak
+    done = (step - config.warmup) / (config.steps - config.warmup)
+    return peak * (DECAY_FLOOR + (1 - DECAY_FLOOR) * 0.5 * (1 + math.cos(math.pi * min(1.0, done))))
+
+
+def on_plateau(config: TrainConfig, records: list[Record]) -> bool:
+    """Return whether the run may stop: a head above layer 0 scores ≥ 0.5 on every held-out length and the copy's
+    loss (held-out lengths) fell less than plateau_delta over the last plateau_window steps."""
+    if not config.plateau_window or not records:
+        return False
+    last = records[-1]
+    if not math.isfinite(last.val_determined) or not last.best_induction[2] >= recorder.INDUCTION_THRESHOLD:
+        return False
+    before = [r.val_determined for r in records if r.step <= last.step - config.plateau_window]
+    if not before:
+        return False
+    since = min(r.val_determined for r in records if r.step > last.step - config.plateau_window)
+    return min(before) - since < config.plateau_delta
 
 
 def build(config: TrainConfig, gen: torch.Generator) -> tuple[Task, Arch, Shape, Network]:
@@ -209,7 +282,7 @@ def _train(
     model.to(device)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=config.lr, betas=(0.9, 0.99), weight_decay=config.weight_decay)
+    opt = torch.optim.AdamW(params, lr=config.peak_lr, betas=(0.9, 0.99), weight_decay=config.weight_decay)
     validation = {k: b.to(device) for k, b in task.validation().items()}
     probe = task.probe().to(device)
     every = config.record_every()
@@ -254,6 +327,9 @@ def _train(
             result.records.append(rec)
             if on_record is not None:
                 on_record(rec)
+            if not stopping and step < config.steps and on_plateau(config, result.records):
+                result.stop_reason = "plateau"
+                break
         if on_step is not None:
             on_step(step, time.perf_counter() - t0)
         if stopping:
@@ -264,6 +340,29 @@ def _train(
     model.to("cpu")
     model.eval()
     return result
+
+
+def phase_change(records: list[Record]) -> dict[str, int] | None:
+    """Return the induction phase change (Olsson et al. 2022) in a run's records, or None when no head above layer
+    0 reached INDUCTION_THRESHOLD: `start` (the last record before it with the best score < 0.2), `end` (the first
+    record ≥ the threshold), `jump` (the record where the best induction score rose most since the one before)
+    and `bump` (the record, from `start` back by the window's width to `end`, where the validation loss peaks: the
+    top of the loss bump before the fall)."""
+    steps = [r.step for r in records]
+    score = np.array([r.best_induction[2] for r in records], dtype=np.float64)
+    loss = np.array([r.val_loss for r in records], dtype=np.float64)
+    crossed = np.flatnonzero(np.nan_to_num(score, nan=0.0) >= recorder.INDUCTION_THRESHOLD)
+    if not len(crossed):
+        return None
+    end = int(crossed[0])
+    below = np.flatnonzero(np.nan_to_num(score[:end], nan=0.0) < 0.2)
+    start = int(below[-1]) if len(below) else 0
+    rise = np.diff(np.nan_to_num(score[: end + 1], nan=0.0))
+    jump = int(np.argmax(rise)) + 1 if len(rise) else end
+    lo = max(0, start - max(1, end - start))
+    window = np.nan_to_num(loss[lo : end + 1], nan=-np.inf)
+    bump = lo + int(np.argmax(window))
+    return {"start": steps[start], "end": steps[end], "jump": steps[jump], "bump": steps[bump]}
 
 
 def _note(result: TrainResult, rec: Record) -> None:

@@ -88,6 +88,9 @@ def test_a_short_run_draws_curves_maps_and_saves_a_folder():
     assert any(job.folder in s.replace("\\", "") for s in texts(at)), "the page names the saved folder"
     assert any(job.folder in str(c.value) for c in at.get("code")), "and gives the command that opens it"
     assert not at.button(key="train_start").disabled
+    # 40 steps end on the plateau: the verdict says so, with the copy's loss and the advice.
+    verdict = [str(w.value) for w in at.warning if "No induction head" in str(w.value)]
+    assert verdict and "Advice" in verdict[0] and "step budget" in verdict[0]
 
 
 def test_stop_ends_a_run_early():
@@ -122,3 +125,23 @@ def test_presentation_mode_puts_settings_in_a_popover():
     assert not at.exception, at.exception
     assert not at.title, "presentation mode drops the page title"
     assert at.button(key="train_start")
+
+
+@pytest.mark.long
+def test_compare_head_counts_runs_every_count_over_three_seeds():
+    at = open_page()
+    small(at, steps=20)
+    at.number_input(key="train_seed").set_value(5)
+    at.button(key="train_compare_heads").click().run()
+    assert not at.exception, at.exception
+    job = wait_done(at, timeout=600)
+    assert job.state == "done", job.error
+    got = sorted((c.heads, c.seed) for c in job.configs)
+    assert got == [(h, s) for h in (1, 2, 4, 8) for s in (5, 6, 7)]
+    assert all(c.steps == 20 for c in job.configs)
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert len(table) == 4, "one row per head count, its seeds inside"
+    charts = {el.proto.id: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+    bands = [sum(tr.get("fill") == "tonexty" for tr in c["data"]) for c in charts.values()]
+    assert sorted(b for b in bands if b) == [4, 4], "the copy's loss and the score: a spread band per head count"

@@ -26,7 +26,8 @@ def test_json_summary_and_a_folder_every_loader_opens(tmp_path, capsys):
     doc = json.loads(captured.out)
     assert doc["steps"] == 40 and doc["stop"] == "steps" and doc["out"] == str(out)
     assert len(doc["induction"]) == 2 and len(doc["induction"][0]) == 2
-    assert set(doc["induction_by_length"]) == {"n=5", "n=8", "n=11"}
+    assert set(doc["induction_by_length"]) == {"n=6", "n=10", "n=14"}
+    assert doc["verdict"]["state"] in ("no_head", "weak_copy", "formed") and "copy_loss" in doc["verdict"]
     assert "induction_formed_step" in doc and doc["chance_loss"] == pytest.approx(np.log(64))
     assert [ln.split()[1] for ln in captured.err.splitlines() if ln.startswith("step")] == ["1", "20", "40"]
 
@@ -69,6 +70,9 @@ def test_no_scale_is_reported_as_a_flag(capsys):
     assert main(["train", *SHORT, "--heads", "1", "--no-scale"]) == 0
     printed = capsys.readouterr().out
     assert "flag unscaled" in printed
+    # 40 steps end on the plateau: the verdict says so plainly, with the copy's loss and the advice.
+    assert "no induction head: it reached its step budget on the plateau, loss on the copy" in printed
+    assert "advice: " in printed and "another seed" in printed
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,9 @@ def test_planted_bug_no_scaling_is_flagged(family):
 
 def test_planted_bug_no_causal_mask_is_a_leak():
     """§7 row 3: without the causal mask the loss on tokens drawn afresh falls below chance — too good to be true."""
-    config = TrainConfig(task="reverse", steps=200, seed=0, d_model=32, heads=2, layers=1, batch=16, every=50, lr=1e-2)
+    config = TrainConfig(
+        task="reverse", steps=200, seed=0, d_model=32, heads=2, layers=1, batch=16, every=50, lr=1e-2, warmup=100
+    )
     good = train(config)
     bad = train(TrainConfig(**{**config.__dict__, "causal": False}))
     chance = good.task.chance_loss

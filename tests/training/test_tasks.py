@@ -12,7 +12,7 @@ from models.training.tasks import InductionTask, ReverseTask, TextTask, make_tas
 
 @pytest.mark.parametrize("bos", [False, True])
 def test_induction_batches_copy_one_segment_and_mark_its_targets(bos):
-    task = InductionTask(bos=bos)
+    task = InductionTask(bos=bos, lengths=(2, 15) if bos else (2, 16))  # 16 twice fills every position
     b = task.sample(torch.Generator().manual_seed(0), 256)
     assert (b.ids[:, 0] == task.bos_id).all() == bos
     assert (b.ids[:, int(bos) :] < task.n_symbols).all(), "no special token is drawn"
@@ -62,7 +62,9 @@ def test_reverse_mirrors_and_splits_halves():
     assert b.determined[:, n + 1 :].all() and not b.determined[:, : n + 1].any()
 
 
-@pytest.mark.parametrize(("name", "options"), [("induction", {}), ("induction", {"bos": True}), ("reverse", {})])
+@pytest.mark.parametrize(
+    ("name", "options"), [("induction", {}), ("induction", {"bos": True, "lengths": (2, 15)}), ("reverse", {})]
+)
 def test_word_level_tokenizer_gives_the_training_ids(name, options):
     task = make_task(name, **options)
     tok = task.tokenizer()
