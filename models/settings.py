@@ -82,6 +82,13 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("pair_cells", 3000, "million cells", "head pairs × attention cells compared for redundancy (JS, cosine)"),
     Budget("rollout_work", 20, "billion multiply-adds", "attention rollout: layers × positions³ (GPT-2 at 1,024: 13)"),
     Budget("max_train_seconds", 300, "s", "one training run (Train page, `python -m models train`); it stops there"),
+    Budget(
+        "explain_components",
+        2000,
+        "components",
+        "parts of the residual stream a side of one score's component table (`explain`, why here): 1 + layers × "
+        "(heads + 2) + 1 at the last layer (SmolLM2: 302)",
+    ),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -127,6 +134,7 @@ class Settings:
     pair_cells: int
     rollout_work: int
     max_train_seconds: int
+    explain_components: int
 
     @property
     def max_upload_bytes(self) -> int:

@@ -33,6 +33,9 @@ EXAMPLES = {
     "compare": 'python -m models compare --model minilm --text "The keys to the cabinet are here." '
     '--against-text "The keys to the cabinet is here."',
     "train": "python -m models train --task induction --steps 200 --seed 0",
+    "explain": 'python -m models explain --model smollm2 --text "The cat sat on the mat because it was tired." '
+    "--layer 6 --head 4 --query -1 --key 2",
+    "ablate": 'python -m models ablate --model smollm2 --text "The capital of France is" --heads 0.4 --kv-groups 3.1',
 }
 
 NOTES = {
@@ -61,6 +64,15 @@ targets say which head must form; prints a line per record and a summary, `--out
 transformers reads. Tasks, diagnostics and the §7 switches: [Training lab](training.md).""",
     "generate": """Needs a decoder. Greedy, or `--top-k K` sampling with `--seed S`; what `--json` and `--out`
 hold: [Generation](pages/generation.md#from-the-command-line).""",
+    "explain": """Splits one attention score (the pre-softmax logit q·k × scale, after rotation, before the mask) into
+exact parts: by dimension, by rotary frequency pair (null without rotary) and by pairs of residual-stream components
+(embeddings, each earlier head, each MLP, biases) with every norm's per-token scale frozen; each sums to the score.
+`--json` holds the whole table. Worked example and definitions: [Why here](why-here.md),
+[Metrics](METRICS.md#why-here-one-score-in-exact-parts).""",
+    "ablate": """Removes query heads (`--heads L.H,…`) or every query head of a key/value group (`--kv-groups L.G,…`)
+by zeroing their context before the output projection, and reports KL(original ‖ ablated) of the next-token
+distribution (last position, nats), the top token's logit change and the KL at every position; `--texts-file`
+adds the mean over its prompts with a 95 % bootstrap interval. Needs a decoder. [Why here](why-here.md#what-if).""",
 }
 
 

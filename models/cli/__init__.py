@@ -13,7 +13,7 @@ from types import ModuleType
 
 from ..encoder import TruncationWarning
 from ..errors import AttnVizError, one_line
-from . import check_attention, check_mask, compare, export, generate, info, memory, stats, train
+from . import ablate, check_attention, check_mask, compare, explain, export, generate, info, memory, stats, train
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, UsageError, add_model_args, add_text_args
 
 COMMANDS: dict[str, ModuleType] = {
@@ -26,6 +26,8 @@ COMMANDS: dict[str, ModuleType] = {
     "compare": compare,
     "generate": generate,
     "train": train,
+    "explain": explain,
+    "ablate": ablate,
 }
 
 __all__ = [
