@@ -179,10 +179,12 @@ def explain(
     key: int,
     text_b: str | None = None,
     components: bool = True,
+    mask: str | None = None,
 ) -> Explanation:
     """Return the score of (layer, head, query → key) on `text` and its exact parts.
 
-    query and key count tokens from 0 (negative: from the end, −1 the last). components=False skips the component table (the budget `explain_components` is checked otherwise: above it
+    mask: the page's mask by name (None: the model's own), as Encoder.encode takes it: the parts are those of the
+    forward the maps come from. query and key count tokens from 0 (negative: from the end, −1 the last). components=False skips the component table (the budget `explain_components` is checked otherwise: above it
     `refused` says why and the rest still comes). Raises InputError for out-of-range indices.
     """
     batch = enc.tokenize([text], None if text_b is None else [text_b])
@@ -191,6 +193,7 @@ def explain(
     T = ids.shape[1]
     query, key = (query + T if query < 0 else query), (key + T if key < 0 else key)  # −1: the last token
     _check(enc, T, layer, head, query, key)
+    keep, _ = enc.keep_for(mask, T)
     net, cfg, caps = enc.model, enc.config, enc.capabilities
     n_heads, d_k = cfg.n_heads, cfg.d_k
     g = caps.kv_head(head) if caps.grouped else head  # the key/value head query head `head` reads
@@ -240,7 +243,7 @@ def explain(
             return Options(hook=hook_at(i) if wanted else no_hook, maps_only=i == layer, rows=blocks)
 
         probs = None
-        for i, (_, p_i) in enumerate(net.iter_layers(ids, types, None, options=options)):
+        for i, (_, p_i) in enumerate(net.iter_layers(ids, types, keep, options=options)):
             if i == layer:
                 probs = p_i
                 break
@@ -263,6 +266,8 @@ def explain(
         visible = bool(causal_keep(n, window=window)[query, key])
     else:
         visible = True
+    if keep is not None:  # the page's mask: (…, q_pos or 1, k_pos or 1)
+        visible &= bool(keep[..., query if keep.shape[-2] > 1 else 0, key if keep.shape[-1] > 1 else 0].all())
 
     by_freq = pairs = freqs = None
     if caps.rotary:
