@@ -14,6 +14,7 @@ import streamlit as st
 
 from models import AttnVizError
 from models.analysis.explain import Explanation, explain
+from viz.export import figure_config
 from viz.why import frequency_bars, pair_bars
 
 from . import cache, debug, results
@@ -29,6 +30,12 @@ def explanation(sel: Selection, layer: int, head: int, query: int, key: int) -> 
     enc = cache.model(sel)
     text_b = sel.text_b or None if enc.capabilities.pairs else None
     return explain(enc, sel.text, layer, head, query, key, text_b=text_b, mask=sel.mask)
+
+
+def _chart(fig: Any, key: str, filename: str) -> None:
+    """Show a figure with the page's image-download format, as every Explore figure."""
+    fmt = st.session_state.get("img_format", "png")
+    st.plotly_chart(fig, key=key, width="stretch", config=figure_config(fmt, filename))
 
 
 def _words() -> dict[str, str]:
@@ -68,7 +75,7 @@ def panel(tokens: list[str], weights: np.ndarray, layer: int, head: int) -> list
     if e.by_frequency is not None and e.frequencies is not None:
         title = t("why.frequency_title")
         fig = frequency_bars(e.by_frequency, e.frequencies, title=title, words=_words())
-        st.plotly_chart(fig, key="why_frequency", width="stretch")
+        _chart(fig, "why_frequency", f"why-frequency-L{layer}-H{head}-{query}-{key}")
         st.caption(t("why.frequency_note"))
         figures.append((title, fig))
     else:
@@ -83,7 +90,7 @@ def panel(tokens: list[str], weights: np.ndarray, layer: int, head: int) -> list
     st.markdown("\n".join(lines))
     title = t("why.pairs_title")
     fig = pair_bars(e.top, e.score, title=title, words=_words())
-    st.plotly_chart(fig, key="why_pairs", width="stretch")
+    _chart(fig, "why_pairs", f"why-pairs-L{layer}-H{head}-{query}-{key}")
     st.caption(t("why.pairs_note", n=len(e.components)))
     figures.append((title, fig))
     return figures
