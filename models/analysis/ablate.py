@@ -10,6 +10,7 @@ percentile-bootstrap interval over prompts (BOOTSTRAP resamples, seeded).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -154,3 +155,55 @@ def ablate_over(enc: Encoder, texts: Sequence[str], heads: Sequence[tuple[int, i
     gates = gates_for(enc, heads)
     kls = np.array([float(kl_rows(_logits(enc, p, None)[-1], _logits(enc, p, gates)[-1])) for p in prompts])
     return Over(kls=kls, mean_kl=float(kls.mean()), ci95=bootstrap(kls))
+
+
+@dataclass
+class Sweep:
+    """Each unit (one head, or one key/value group's query heads) removed alone from one text: the KL of every
+    position's next-token distribution, its mean over positions and a 95 % bootstrap interval over positions."""
+
+    names: list[str]  # "L.H" per head, then "KV L.G" per key/value group (grouped models)
+    units: list[list[tuple[int, int]]]  # the query heads each unit removes
+    mean_kl: np.ndarray  # (units,): KL averaged over positions
+    ci95: np.ndarray  # (units, 2)
+    last_kl: np.ndarray  # (units,): at the last position (the CLI's "kl")
+
+
+def sweep_units(enc: Encoder) -> tuple[list[str], list[list[tuple[int, int]]]]:
+    """Return every head as a unit, and on grouped models every key/value group (its query heads together)."""
+    c, caps = enc.config, enc.capabilities
+    names = [f"{la}.{h}" for la in range(c.n_layers) for h in range(c.n_heads)]
+    units = [[(la, h)] for la in range(c.n_layers) for h in range(c.n_heads)]
+    if caps.grouped:
+        for la in range(c.n_layers):
+            for g in range(caps.kv_heads):
+                names.append(f"KV {la}.{g}")
+                units.append(heads_of(enc, (), [(la, g)]))
+    return names, units
+
+
+@torch.inference_mode()
+def sweep(enc: Encoder, text: str) -> Sweep:
+    """Return what removing each head (and each key/value group) alone does to every next-token distribution.
+
+    Items of a batch carry their own gates (head_gates (batch, layers, heads)): one forward serves many units.
+    The batch is held to ATTENTION_LENS_DENSE_MAPS_MB (its maps are kept whole) and ATTENTION_LENS_MAX_BATCH.
+    """
+    ids, _ = _ids(enc, text)
+    names, units = sweep_units(enc)
+    c, T = enc.config, ids.shape[1]
+    per_item = 4 * c.n_layers * c.n_heads * T * T
+    budget = settings.limit("dense_maps_mb") * (1 << 20)
+    settings.require("dense_maps_mb", math.ceil(per_item / (1 << 20)), f"the maps of one forward of {T:,} tokens")
+    B = max(1, min(int(settings.limit("max_batch")), int(budget // per_item)))
+    base = _logits(enc, ids, None)  # (T, V)
+    kls = []
+    for start in range(0, len(units), B):
+        chunk = units[start : start + B]
+        gates = torch.stack([gates_for(enc, u) for u in chunk])  # (b, layers, heads)
+        res = enc.model(ids.expand(len(chunk), T), head_gates=gates)
+        cut = enc.model.logits(res.hidden).double()  # (b, T, V)
+        kls.append(kl_rows(base[None], cut))  # (b, T)
+    per = torch.cat(kls).cpu().numpy()  # (units, T)
+    ci = np.array([bootstrap(row) for row in per])
+    return Sweep(names=names, units=units, mean_kl=per.mean(1), ci95=ci, last_kl=per[:, -1])

@@ -128,3 +128,20 @@ def test_cli_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     code = main(["ablate", *argv])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_sweep_removes_each_head_and_group_alone_as_ablate_does():
+    """Batched per-item gates give each unit's KL as a forward of its own: heads, then key/value groups."""
+    from models.analysis.ablate import sweep
+
+    enc = ours("random:llama-tiny")
+    s = sweep(enc, TEXT)
+    c = enc.config
+    assert len(s.names) == c.n_layers * c.n_heads + c.n_layers * enc.capabilities.kv_heads
+    assert s.names[1] == "0.1" and s.names[c.n_layers * c.n_heads] == "KV 0.0"
+    for i in (1, 5, c.n_layers * c.n_heads + 3):
+        one = ablate(enc, TEXT, s.units[i])
+        assert s.last_kl[i] == pytest.approx(one.kl, rel=1e-6, abs=1e-12)
+        assert s.mean_kl[i] == pytest.approx(one.per_position_kl.mean(), rel=1e-6, abs=1e-12)
+        assert s.ci95[i][0] <= s.mean_kl[i] <= s.ci95[i][1]
+    assert s.units[c.n_layers * c.n_heads + 3] == [(1, 2), (1, 3)]  # KV 1.1: query heads 2 and 3

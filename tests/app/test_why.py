@@ -56,3 +56,19 @@ def test_a_table_over_budget_is_refused_in_words_and_the_rest_still_shows(monkey
     assert not at.exception and not at.error
     assert any("ATTENTION_LENS_EXPLAIN_COMPONENTS" in i.value.replace("\\", "") for i in at.info)
     assert any(m.label == translate("en", "why.score") for m in at.metric)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_heads_page_ablates_each_head_and_each_key_value_group(lang):
+    from models import load_model
+    from models.analysis.ablate import sweep
+
+    at = open_page("heads", "random:llama-tiny", text=TEXT, lang=lang)
+    assert not at.exception and not at.error
+    at.button(key="heads_ablate_button").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    df = next(d.value for d in at.dataframe if translate(lang, "ablate.col.mean") in d.value.columns)
+    truth = sweep(load_model("random:llama-tiny", device="cpu"), TEXT)
+    assert len(df) == len(truth.names) and "KV 1.1" in set(df[translate(lang, "ablate.col.unit")])
+    row = df[df[translate(lang, "ablate.col.unit")] == "1.2"].iloc[0]
+    assert row[translate(lang, "ablate.col.mean")] == pytest.approx(truth.mean_kl[truth.names.index("1.2")])
