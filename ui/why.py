@@ -49,12 +49,20 @@ def _pick(where: Any, label: str, key: str, tokens: list[str], default: int) -> 
     return int(where.selectbox(label, list(range(n)), key=key, format_func=lambda i: f"{i}: {tokens[i]}"))
 
 
-def panel(tokens: list[str], weights: np.ndarray, layer: int, head: int) -> list:
-    """Draw the panel for one head; weights (q_pos, k_pos) is the map shown (for the default key). Return figures."""
-    st.subheader(t("why.title"))
+def panel(
+    tokens: list[str], weights: np.ndarray, layer: int, head: int, query: int | None = None, title: str | None = None
+) -> list:
+    """Draw the panel for one head; weights (q_pos, k_pos) is the map shown (for the default key). Return figures.
+
+    query: fixed by the caller (Inside a head's query), else picked here; title: the panel's heading.
+    """
+    st.subheader(title or t("why.title"))
     st.caption(t("why.intro"))
     a, b = st.columns(2)
-    query = _pick(a, t("why.query"), "why_query", tokens, len(tokens) - 1)
+    if query is None:
+        query = _pick(a, t("why.query"), "why_query", tokens, len(tokens) - 1)
+    else:
+        a.caption(t("why.query_fixed", i=query, token=md(tokens[query])))
     row = np.asarray(weights[query]) if query < len(weights) else np.zeros(len(tokens))
     key = _pick(b, t("why.key"), "why_key", tokens, int(row.argmax()) if row.size else 0)
     try:

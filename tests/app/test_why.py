@@ -72,3 +72,13 @@ def test_heads_page_ablates_each_head_and_each_key_value_group(lang):
     assert len(df) == len(truth.names) and "KV 1.1" in set(df[translate(lang, "ablate.col.unit")])
     row = df[df[translate(lang, "ablate.col.unit")] == "1.2"].iloc[0]
     assert row[translate(lang, "ablate.col.mean")] == pytest.approx(truth.mean_kl[truth.names.index("1.2")])
+
+
+def test_inside_a_head_explains_the_chosen_query(capsys):
+    at = open_page("inside_head", "random:llama-tiny", text=TEXT, layer="1", head="3", query="9")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(translate("en", "why.lecture_title") == h.value for h in at.subheader)
+    at.selectbox(key="why_key").set_value(2).run()
+    doc = _cli(capsys, 9, 2)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[translate("en", "why.score")] == f"{doc['score']:.4f}"
