@@ -122,6 +122,8 @@ def test_over_prompts_and_cli(tmp_path, capsys):
         (["--model", "random:llama-tiny", "--text", "Hi there", "--heads", "5.0"], "outside"),
         (["--model", "random:llama-tiny", "--text", "Hi there", "--kv-groups", "0.2"], "outside"),
         (["--model", "random:tiny", "--text", "Hi there", "--heads", "0.0"], "no next-token head"),
+        (["--model", "random:llama-tiny", "--heads", "0.0", "--texts-file", "/no/such/file"], "cannot read"),
+        (["--model", "random:llama-tiny", "--heads", "0.0", "--texts-file", "/dev/zero"], "not a regular file"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(argv, message, capsys):
