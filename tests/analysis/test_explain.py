@@ -33,6 +33,14 @@ def twin(spec: str):
         from tests.core.test_llama import _smollm2_reference
 
         return _smollm2_reference()
+    if spec.startswith("/"):  # a Llama-family folder (tests.conftest.save_llama_folder)
+        import transformers
+
+        from tests.conftest import LLAMA_CLASSES
+
+        model_type = json.loads(open(f"{spec}/config.json").read())["model_type"]
+        cls = getattr(transformers, LLAMA_CLASSES[model_type][1])
+        return cls.from_pretrained(spec, attn_implementation="eager").eval()
     if spec == "minilm":
         import transformers
 
@@ -86,8 +94,10 @@ def their_qk(spec: str, ids: torch.Tensor, layer: int, head: int, kv: int):
             from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
             d = attn.head_dim
-            q = attn.q_proj(x).view(len(x), -1, d).transpose(0, 1)[None]  # (1, heads, T, d)
-            k = attn.k_proj(x).view(len(x), -1, d).transpose(0, 1)[None]
+            q, k = attn.q_proj(x).view(len(x), -1, d), attn.k_proj(x).view(len(x), -1, d)  # (T, heads, d)
+            if hasattr(attn, "q_norm"):  # Qwen3: each head's q and k normalised before rotation
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            q, k = q.transpose(0, 1)[None], k.transpose(0, 1)[None]  # (1, heads, T, d)
             cos, sin = seen["rope"]
             qr, kr = apply_rotary_pos_emb(q, k, cos, sin)
             inv = _attention_inv_freq(model)
@@ -112,6 +122,15 @@ def _attention_inv_freq(model) -> torch.Tensor:
 @functools.cache
 def ours(spec: str):
     return load_encoder(spec, device="cpu") if spec == "minilm" else load_model(spec, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def qwen3_dir(tmp_path_factory) -> str:
+    """A random Qwen3 folder: per-head q/k RMSNorm before rotation, an explicit head_dim, one key/value head."""
+    from tests.conftest import save_llama_folder
+
+    path = tmp_path_factory.mktemp("qwen3") / "qwen3"
+    return str(save_llama_folder(path, "qwen3", head_dim=32, num_key_value_heads=1))
 
 
 def check_sums(e) -> None:
@@ -236,3 +255,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     code = main(["explain", "--model", "random:gpt2-tiny", "--text", "The cat sat."] + argv)
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_qwen3_qk_norm_is_linearised_too(qwen3_dir):
+    """Qwen3 normalises each head's q and k before rotation: frozen per token like the other norms."""
+    enc = ours(qwen3_dir)
+    e = explain(enc, TEXT, 2, 1, -1, 3)
+    check_sums(e)
+    ids = enc.tokenize([TEXT]).input_ids
+    q, k, scale, *_ = their_qk(qwen3_dir, ids, 2, 1, 0)
+    assert abs(e.score - float((q[e.query].double() * scale) @ k[e.key].double())) <= SCORE_TOL
