@@ -56,7 +56,10 @@ def panel(
 
     query: fixed by the caller (Inside a head's query), else picked here; title: the panel's heading.
     """
-    st.subheader(title or t("why.title"))
+    if title is None:
+        st.subheader(t("why.title"))
+    else:  # inside another page's sequence (Inside a head): a heading that does not count among its steps
+        st.markdown(f"#### {md(title)}")
     st.caption(t("why.intro"))
     a, b = st.columns(2)
     if query is None:

@@ -77,7 +77,7 @@ def test_heads_page_ablates_each_head_and_each_key_value_group(lang):
 def test_inside_a_head_explains_the_chosen_query(capsys):
     at = open_page("inside_head", "random:llama-tiny", text=TEXT, layer="1", head="3", query="9")
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert any(translate("en", "why.lecture_title") == h.value for h in at.subheader)
+    assert any(translate("en", "why.lecture_title") in m.value for m in at.markdown)
     at.selectbox(key="why_key").set_value(2).run()
     doc = _cli(capsys, 9, 2)
     metrics = {m.label: m.value for m in at.metric}
