@@ -12,11 +12,12 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from models import EncoderOutput
 from models.analysis.rollout import attention_rollout, rollout_refusal
 from models.attention_file import AttentionMaps
-from ui import controls, debug, lenses, long_text, results, source, state
+from ui import controls, debug, lenses, long_text, results, source, state, why
 from ui.figures import FULL_PX, HALF_PX, HEAD_PX, heatmap_words
 from ui.safe import md
 from ui.sidebar import current_encoder, current_maps
@@ -314,6 +315,7 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
     figures = [(title, fig)]
 
     left, right = st.columns([3, 2], gap="medium")
+    below = st.container()  # the "why here" panel, full width under the map and the lines
     with left:
         _chart(fig, "head_heatmap", f"attention-L{layer}-H{head}")
         notes = [t("explore.head_note")]
@@ -326,7 +328,7 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
     with right:
         if len(rows) > LINES_MAX or len(cols) > LINES_MAX:
             st.info(t("explore.lines_too_many", n=LINES_MAX))
-            return figures
+            return figures + _why(below, out, attn, layer, head)
         options = [-1, *range(len(rows))]
         if st.session_state.get("lines_focus", -1) not in options:
             st.session_state["lines_focus"] = -1
@@ -355,7 +357,15 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
         )
         st.caption(t("explore.lines_note"))
         figures.append((t("explore.lines_title"), lines))
-    return figures
+    return figures + _why(below, out, attn, layer, head)
+
+
+def _why(where: DeltaGenerator, out: Maps, attn: np.ndarray, layer: int, head: int) -> list:
+    """The "why here" panel under a model's head (ui/why.py); not for a file's maps or word-merged positions."""
+    if not isinstance(out, EncoderOutput) or st.session_state.get("words"):
+        return []
+    with where:
+        return why.panel(_tokens(out), np.asarray(attn[layer, head]), layer, head)
 
 
 def _set_layer(layer: int) -> None:

@@ -9,7 +9,7 @@ from models.analysis.importance import Importance, head_importance, work_estimat
 from models.analysis.induction import induction_scores
 from models.attention_file import AttentionMaps
 from models.maps import pool_factor
-from ui import cache, debug, lenses, long_text, results, source, state
+from ui import ablate_view, cache, debug, lenses, long_text, results, source, state
 from ui.heads_view import (
     duplicates_section,
     importance_section,
@@ -164,6 +164,7 @@ def main() -> None:
                 st.rerun()
         else:
             importance_section(report, imp, "heads")
+        ablate_view.section(sel, enc)  # each head (and key/value group) removed: ΔKL of the next token
     with tab["shares"]:
         cls_sep = enc.capabilities.special_roles == "cls_sep"
         shares_section(report, cls_sep and is_bert_base(c.n_layers, c.n_heads, c.d_model), "heads", heading=False)

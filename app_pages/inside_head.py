@@ -8,7 +8,7 @@ import streamlit as st
 from models.capabilities import Capabilities
 from models.encoder import PARITY_TOLERANCE
 from models.lecture.steps import DISTANCES, HeadSteps, OneVsMany
-from ui import controls, lecture, presentation, state, tutorial
+from ui import controls, lecture, presentation, state, tutorial, why
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
 from viz.lecture import (
@@ -428,6 +428,9 @@ def main() -> None:
         with st.spinner(t("inside.computing")):
             o = lecture.one_vs_many(state.selection(), layer, enc, out)
         _one_vs_many(o, out.display_tokens or out.tokens, font)
+    with st.container(border=True):  # why this score: the same explain() as Explore's panel and the CLI (ui/why.py)
+        tokens = list(out.display_tokens or out.tokens)
+        why.panel(tokens, out.attentions[layer, head].numpy(), layer, head, query=query, title=t("why.lecture_title"))
 
 
 main()

@@ -13,6 +13,7 @@ runs: what the lecture steps through is what the encoder computes.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -20,7 +21,7 @@ from torch import nn
 from .attention import Options, attend
 from .config import BertConfig
 from .masks.conventions import combine
-from .network import ACTIVATIONS, LayerInputs, Network
+from .network import ACTIVATIONS, BlockParts, LayerInputs, Network
 
 
 class Embeddings(nn.Module):
@@ -190,6 +191,20 @@ class BertModel(Network):
             raise ValueError("an encoder has no KV cache: it reads the whole text at once")
         keep = combine(causal, keep) if causal is not None else keep
         return LayerInputs(keeps=[keep] * self.config.n_layers)
+
+    def block_parts(self, layer: int) -> BlockParts:
+        """Post-LN: the attention reads the stream as it is; LayerNorms after the attention's sum and the FFN's."""
+        block = cast(Layer, self.encoder.layer[layer])
+        return BlockParts(
+            attention=block.attention,
+            attn_norm=None,
+            mlp=block.output.dense,  # W_2·act(W_1·h) + b_2: the FFN's contribution before the residual sum
+            post_norms=(block.attention.output.LayerNorm, block.output.LayerNorm),
+        )
+
+    def embedding_norm(self) -> nn.Module:
+        """Return the LayerNorm over word + position + token-type embeddings: the first layer reads its output."""
+        return self.embeddings.LayerNorm
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """Return the last hidden state from the last layer's output: BERT's is that output itself."""

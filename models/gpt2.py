@@ -15,7 +15,7 @@ new token against a KV cache (models.network.KVCache): its query row over every 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +23,7 @@ from torch import nn
 
 from .attention import Options, attend
 from .config import GPT2Config
-from .network import ACTIVATIONS, KVCache, LayerInputs, Network, causal_keeps
+from .network import ACTIVATIONS, BlockParts, KVCache, LayerInputs, Network, causal_keeps
 
 # Keys whose checkpoint tensors are Conv1D weights, stored (in, out); `port_gpt2` transposes exactly these.
 CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -159,6 +159,11 @@ class GPT2Model(Network):
         T = input_ids.size(1)
         keeps = causal_keeps(self.config.n_layers, T, start + T, start, (), keep, input_ids.device, causal)
         return LayerInputs(keeps=keeps, start=start, cache=cache, causal=True)
+
+    def block_parts(self, layer: int) -> BlockParts:
+        """Pre-LN: ln_1 before the attention, the MLP's output added to the stream."""
+        block = cast(Block, self.h[layer])
+        return BlockParts(attention=block.attn, attn_norm=block.ln_1, mlp=block.mlp)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """Return the last hidden state from the last block's output: ln_f."""

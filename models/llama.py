@@ -17,6 +17,7 @@ a grouped cache holds kv_heads, not heads.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +25,7 @@ from torch import nn
 
 from .attention import Options, attend
 from .config import LlamaConfig
-from .network import ACTIVATIONS, KVCache, LayerInputs, Network, causal_keeps
+from .network import ACTIVATIONS, BlockParts, FrozenNorm, KVCache, LayerInputs, Network, causal_keeps
 from .rotary import apply_rotary, rotary_tables
 
 
@@ -41,6 +42,11 @@ class LlamaRMSNorm(nn.Module):
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x.to(dtype)
+
+    def frozen(self, x: torch.Tensor) -> FrozenNorm:
+        """Return this norm at input x (..., dim) with each token's RMS frozen: an affine map (no bias)."""
+        rms = torch.sqrt(x.double().pow(2).mean(-1, keepdim=True) + self.eps)  # (..., 1)
+        return FrozenNorm(gain=self.weight.double() / rms, bias=None, centred=False)
 
 
 class LlamaAttention(nn.Module):
@@ -186,6 +192,17 @@ class LlamaForCausalLM(Network):
         positions = torch.arange(start, start + T, device=input_ids.device)  # (seq,)
         rope = rotary_tables(cfg, positions)
         return LayerInputs(keeps=keeps, start=start, cache=cache, rope=rope, causal=True, windows=cfg.windows)
+
+    def block_parts(self, layer: int) -> BlockParts:
+        """Pre-norm: input_layernorm before the attention; Qwen3's per-head q and k norms before rotation."""
+        block = cast(LlamaDecoderLayer, self.model.layers[layer])
+        attn = block.self_attn
+        qk = (attn.q_norm, attn.k_norm) if attn.qk_norm else None
+        return BlockParts(attention=attn, attn_norm=block.input_layernorm, mlp=block.mlp, qk_norms=qk)
+
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return cos, sin (1, len(positions), d_k): the tables prepare() makes for a forward."""
+        return rotary_tables(self.config, positions)
 
     def finish(self, x: torch.Tensor) -> torch.Tensor:
         """Return the last hidden state: the final RMSNorm (transformers' last_hidden_state)."""

@@ -102,6 +102,54 @@ class LayerInputs:
     windows: tuple[int | None, ...] = ()  # causal models: each layer's sliding window (() = none)
 
 
+@dataclass(frozen=True)
+class FrozenNorm:
+    """A norm with each token's statistics frozen: an affine map, so a sum of parts goes through it part by part.
+
+    part(c) = (c − mean(c) when centred) · gain, and the norm's bias (if any) is added once: LayerNorm with its
+    mean and std frozen (the mean of a sum is the sum of the parts' means, so centring each part is exact), RMSNorm
+    with its RMS frozen. Analyses that split the residual stream (models.analysis.explain) use it.
+    """
+
+    gain: torch.Tensor  # (..., d): the norm's weight divided by each token's frozen scale
+    bias: torch.Tensor | None  # (d,): added once (LayerNorm's β), None for RMSNorm
+    centred: bool  # LayerNorm subtracts each part's own mean; RMSNorm does not
+
+    def part(self, c: torch.Tensor) -> torch.Tensor:
+        """Return what part c (..., d) of the norm's input becomes (without the bias)."""
+        return ((c - c.mean(-1, keepdim=True)) if self.centred else c) * self.gain
+
+
+def freeze_norm(norm: nn.Module, x: torch.Tensor) -> FrozenNorm:
+    """Return `norm` linearised at input x (..., d): nn.LayerNorm here, any other norm by its own `frozen(x)`."""
+    if isinstance(norm, nn.LayerNorm):
+        xd = x.double()
+        std = torch.sqrt(xd.var(-1, unbiased=False, keepdim=True) + norm.eps)  # (..., 1)
+        weight = norm.weight.double() if norm.weight is not None else torch.ones_like(xd[..., 0, None])
+        bias = norm.bias.double() if norm.bias is not None else None
+        return FrozenNorm(gain=weight / std, bias=bias, centred=True)
+    frozen = getattr(norm, "frozen", None)
+    if not callable(frozen):
+        raise TypeError(f"{type(norm).__name__} cannot be linearised: give it a frozen(x) method")
+    result: FrozenNorm = frozen(x)
+    return result
+
+
+@dataclass(frozen=True)
+class BlockParts:
+    """How one block writes to the residual stream, for analyses that split it into parts (models.analysis.explain).
+
+    The modules themselves: their own forwards run, and hooks on them see what they compute.
+    """
+
+    attention: Any  # the attention module: projections() (W_q, W_k, W_v, W_o), scale
+    attn_norm: nn.Module | None  # pre-norm: normalises the stream before the attention reads it; None: read as is
+    mlp: nn.Module  # its output is the MLP's whole contribution to the stream (its output bias included)
+    # post-LN: the norm after the attention's sum, then the one after the MLP's (what the next layer reads)
+    post_norms: tuple[nn.Module, ...] = ()
+    qk_norms: tuple[nn.Module, nn.Module] | None = None  # per-head norms of q and k before rotation (Qwen3)
+
+
 @dataclass
 class ForwardResult:
     last_hidden: torch.Tensor | None  # [batch, seq, d_model]; None when the forward ran with maps_only
@@ -167,6 +215,18 @@ class Network(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Return next-token logits (..., vocab) from last hidden states (decoders; capabilities.lm_head)."""
         raise NotImplementedError(f"{type(self).__name__} has no next-token head")
+
+    def block_parts(self, layer: int) -> BlockParts:
+        """Return how layer `layer` writes to the residual stream (its norms, attention and MLP modules)."""
+        raise NotImplementedError(f"{type(self).__name__} does not describe its blocks")
+
+    def embedding_norm(self) -> nn.Module | None:
+        """Return the norm applied to the embeddings before the first layer (post-LN encoders), or None."""
+        return None
+
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Return cos, sin (1, len(positions), d_k) that rotate q and k at those positions; None: no rotary."""
+        return None
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, start: int) -> torch.Tensor:
         """Return (batch, seq, d_model): the first layer's input."""

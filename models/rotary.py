@@ -56,3 +56,10 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Return x (batch, heads, seq, d_k) rotated by each position's angles: x·cos + rotate_half(x)·sin."""
     return x * cos[:, None].to(x.dtype) + rotate_half(x) * sin[:, None].to(x.dtype)
+
+
+def rotary_pairs(d_k: int) -> torch.Tensor:
+    """Return (d_k / 2, 2) long: the dimensions each rotary frequency turns together, (i, i + d_k/2) as rotate_half
+    pairs them; pair i turns at rope_frequencies(cfg)[i]."""
+    half = torch.arange(d_k // 2)
+    return torch.stack((half, half + d_k // 2), dim=1)

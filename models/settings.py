@@ -87,6 +87,13 @@ BUDGETS: tuple[Budget, ...] = (
         "needle_cases", 64, "cases", "one needle grid: contexts × depths (`python -m models needle`, Long-context lab)"
     ),
     Budget("needle_tokens", 131_072, "tokens", "one needle grid: the contexts of all its cases together"),
+    Budget(
+        "explain_components",
+        2000,
+        "components",
+        "parts of the residual stream a side of one score's component table (`explain`, why here): 1 + layers × "
+        "(heads + 2) + 1 at the last layer (SmolLM2: 302)",
+    ),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -134,6 +141,7 @@ class Settings:
     max_train_seconds: int
     needle_cases: int
     needle_tokens: int
+    explain_components: int
 
     @property
     def max_upload_bytes(self) -> int:

@@ -36,6 +36,9 @@ EXAMPLES = {
     "perplexity": 'python -m models perplexity --model random:llama-tiny --text "The cat sat on the mat. The cat sat on '
     'the mat." --cache sink:2+window:4 --json',
     "needle": "python -m models needle --model random:llama-tiny --context 64,96 --depths 0,0.5,1 --json",
+    "explain": 'python -m models explain --model smollm2 --text "The cat sat on the mat because it was tired." '
+    "--layer 6 --head 4 --query -1 --key 2",
+    "ablate": 'python -m models ablate --model smollm2 --text "The capital of France is" --heads 0.4 --kv-groups 3.1',
 }
 
 NOTES = {
@@ -69,6 +72,15 @@ cache evicts keys (their positions stay their own), so its result equals one pas
 `cache_bytes_max` does not grow with the text: [Long-context lab](long-context-lab.md).""",
     "needle": """Needs a decoder. Each case's `prompt` is the exact text the model read; `heads` are sorted by
 retrieval score (Wu et al. 2024): [Long-context lab](long-context-lab.md).""",
+    "explain": """Splits one attention score (the pre-softmax logit q·k × scale, after rotation, before the mask) into
+exact parts: by dimension, by rotary frequency pair (null without rotary) and by pairs of residual-stream components
+(embeddings, each earlier head, each MLP, biases) with every norm's per-token scale frozen; each sums to the score.
+`--json` holds the whole table. Worked example and definitions: [Why here](why-here.md),
+[Metrics](METRICS.md#why-here-one-score-in-exact-parts).""",
+    "ablate": """Removes query heads (`--heads L.H,…`) or every query head of a key/value group (`--kv-groups L.G,…`)
+by zeroing their context before the output projection, and reports KL(original ‖ ablated) of the next-token
+distribution (last position, nats), the top token's logit change and the KL at every position; `--texts-file`
+adds the mean over its prompts with a 95 % bootstrap interval. Needs a decoder. [Why here](why-here.md#what-if).""",
 }
 
 

@@ -31,6 +31,8 @@ COMMAND_MODULES: dict[str, str] = {
     "train": "train",
     "perplexity": "perplexity",
     "needle": "needle",
+    "explain": "explain",
+    "ablate": "ablate",
 }
 DESCRIPTION = "Our from-scratch transformers (BERT encoders, GPT-2, the Llama family) from the command line."
 
