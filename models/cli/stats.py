@@ -30,7 +30,7 @@ from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..files import read_user_file
 from ..weights import load_encoder
-from .common import add_model_args, text_of
+from .common import add_model_args, integer, text_of
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
 
@@ -52,7 +52,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="attention saved from any model (.npz, .npy, .json, .safetensors, .pt): statistics without a model",
     )
-    p.add_argument("--item", type=int, default=0, help="with --attentions: which item of a batched file (from 0)")
+    p.add_argument("--item", type=integer(), default=0, help="with --attentions: which item of a batched file (from 0)")
     p.add_argument("--text-b", default=None, help="optional second sentence, with --text")
     p.add_argument("--mask", default=None, help="bidirectional (default), causal, window:W or prefix:P")
     p.add_argument("--json", action="store_true", help="print the JSON document (otherwise a table for people)")
@@ -60,7 +60,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-importance", action="store_true", help="skip head importance (the slow part)")
     p.add_argument(
         "--importance-sentences",
-        type=int,
+        type=integer(),
         default=None,
         help="with --file: importance over the first N lines (default 50; it runs many passes per line)",
     )
