@@ -8,6 +8,8 @@ reason beside each. Sizes are held to `settings.check_model_shape` before anythi
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,7 +26,11 @@ MAX_DECODER_POSITIONS = 131_072  # positions a decoder's config may claim (masks
 def read_config_json(path: str | Path) -> dict[str, Any]:
     """Return a `config.json` as a dict (ModelLoadError when it cannot be read); never more than 1 MB is read."""
     try:
-        with open(path, "rb") as f:
+        # A regular file only (a FIFO would block the read, a device never end it); O_NONBLOCK for the open itself.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ModelLoadError(f"cannot read {path}: it is not a regular file")
             raw = f.read(CONFIG_MAX_BYTES + 1)
         if len(raw) > CONFIG_MAX_BYTES:
             raise ModelLoadError(f"{path} is over {CONFIG_MAX_BYTES >> 20} MB: not a model's config.json")

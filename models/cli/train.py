@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import read_user_file
 from ..training import TASKS, TrainConfig, save_checkpoint, train
 from ..training.arch import ARCHS
 from ..training.recorder import FLAGS, Record
@@ -70,13 +71,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def _read_text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_TEXT_FILE + 1)
-    except OSError as err:
-        raise UsageError(f"train: cannot read {path}: {err.strerror or err}") from err
-    if len(raw) > MAX_TEXT_FILE:
-        raise UsageError(f"train: {path} is over {MAX_TEXT_FILE >> 20} MB")
+    # A regular file only (a FIFO or a device would block or never end), at most MAX_TEXT_FILE bytes.
+    raw = read_user_file(path, "the training text", max_bytes=MAX_TEXT_FILE)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
