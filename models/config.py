@@ -289,7 +289,8 @@ class LlamaConfig(_Config):
                 n_layers=n_layers,
                 n_heads=n_heads,
                 kv_heads=int(hf.get("num_key_value_heads") or n_heads),
-                head_dim=int(hf.get("head_dim") or d_model // n_heads),
+                # n_heads 0 is refused by the bounds (n_heads is 0), not by a ZeroDivisionError here
+                head_dim=int(hf.get("head_dim") or (d_model // n_heads if n_heads > 0 else 0)),
                 d_ff=int(hf["intermediate_size"]),
                 max_positions=int(hf.get("max_position_embeddings", 2048)),
                 rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),

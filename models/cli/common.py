@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .. import settings
 from ..errors import AttnVizError
-from ..files import read_user_file
+from ..files import read_text_prefix
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -125,7 +127,9 @@ def add_text_args(p: argparse.ArgumentParser, text_file: bool = False) -> None:
 
 
 def text_of(args: argparse.Namespace) -> str:
-    """Return --text, or the contents of --text-file (bounded by ATTENTION_LENS_MAX_TEXT_CHARS, UTF-8)."""
+    """Return --text, or the start of --text-file: at most ATTENTION_LENS_MAX_TEXT_CHARS characters, read as a
+    bounded prefix in one pass (`files.read_text_prefix`: a 50 MB file costs what its first 400 kB cost), with a
+    warning on stderr when the file goes on. Regular UTF-8 files only."""
     path = getattr(args, "text_file", None)
     if path is not None and args.text is not None:
         raise UsageError("give --text or --text-file, not both")
@@ -133,12 +137,36 @@ def text_of(args: argparse.Namespace) -> str:
         if args.text is None:
             raise UsageError("--text or --text-file is required")
         return str(args.text)
-    raw = read_user_file(Path(path), "the text file")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): save it as UTF-8") from None
-    settings.require("max_text_chars", len(text), f"the text of {path}")
+    limit = int(settings.limit("max_text_chars"))
+    prefix = read_text_prefix(Path(path), "the text file", limit)
+    if prefix.cut:
+        print(f"warning: {prefix.note(f'the text file {path}', limit)}", file=sys.stderr)
+    return prefix.text
+
+
+PREFIX_TOKENS = 16  # characters tried per position at first (a position rarely covers more), then 4× as many
+
+
+def fit_to_positions(enc: Any, text: str, text_b: str | None = None) -> str:
+    """Return `text` cut just past the model's positions, found by tokenizing growing prefixes (16 characters per
+    position, then ×4), so that a text of 10⁵ tokens is never tokenized whole for a model of 512 or 8,192 positions.
+
+    The encoder's own truncation then cuts the last few tokens and says so. A pair (text_b) and a tokenizer without
+    offsets are left to the encoder as they are.
+    """
+    tokenizer = enc.tokenizer
+    limit = int(enc.max_tokens)
+    if text_b is not None or not getattr(tokenizer, "is_fast", False):
+        return text
+    n = max(1024, PREFIX_TOKENS * limit)
+    while n < len(text):
+        batch = tokenizer(text[:n], add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        offsets = batch["offset_mapping"]
+        if len(offsets) > limit:
+            end = int(offsets[limit][0])
+            if end > 0:
+                return text[:end]
+        n *= 4
     return text
 
 

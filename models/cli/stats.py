@@ -30,7 +30,7 @@ from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..files import read_user_file
 from ..weights import load_encoder
-from .common import add_model_args, integer, text_of
+from .common import add_model_args, fit_to_positions, integer, text_of
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []
     if lines is None:
-        text = text_of(args)
+        text = fit_to_positions(enc, text_of(args), args.text_b)  # a 10⁵-token text is not tokenized whole
         # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
         internals = enc.fits_dense(text, args.text_b)
         out = enc.encode(text, args.text_b, mask=args.mask, internals=internals, hidden=internals)
