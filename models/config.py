@@ -8,6 +8,7 @@ reason beside each. Sizes are held to `settings.check_model_shape` before anythi
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from dataclasses import asdict, dataclass
@@ -100,6 +101,13 @@ class _Config:
         return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
 
 
+def _check_positive(name: str, value: float, below: float = math.inf) -> None:
+    """Refuse a float field that is NaN, infinite, ≤ 0 or ≥ below (rope θ, a norm's ε), as the bounds do sizes."""
+    if not (math.isfinite(value) and 0 < value < below):
+        upper = "" if below == math.inf else f" and < {below:g}"
+        raise ModelLoadError(f"config.json: {name} is {value:g}; it must be finite and > 0{upper}")
+
+
 def _bad_field(err: Exception) -> ModelLoadError:
     return ModelLoadError(f"config.json is missing or has a bad field: {str(err)[:200]}")
 
@@ -120,6 +128,7 @@ class BertConfig(_Config):
 
     def __post_init__(self) -> None:
         self._check(type_vocab_size=self.type_vocab_size)
+        _check_positive("layer_norm_eps", self.layer_norm_eps, below=1.0)
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> BertConfig:
@@ -174,6 +183,7 @@ class GPT2Config(_Config):
 
     def __post_init__(self) -> None:
         self._check()
+        _check_positive("layer_norm_epsilon", self.layer_norm_eps, below=1.0)
         if self.max_positions > MAX_DECODER_POSITIONS:
             raise ModelLoadError(
                 f"config.json: n_positions is {self.max_positions}; a decoder here has at most {MAX_DECODER_POSITIONS}"
@@ -250,6 +260,9 @@ class LlamaConfig(_Config):
                 f"config.json: max_position_embeddings is {self.max_positions}; a decoder here has at most "
                 f"{MAX_DECODER_POSITIONS}"
             )
+        _check_positive("rope_theta", self.rope_theta)
+        _check_positive("rms_norm_eps", self.rms_norm_eps, below=1.0)
+        _check_positive("rope_factor", self.rope_factor)
         if self.rope_type not in ROPE_TYPES:
             raise UnsupportedArchitectureError(
                 f"unsupported rotary scaling {self.rope_type!r} (supported: {', '.join(ROPE_TYPES)})"

@@ -216,6 +216,7 @@ def build(tmp: Path) -> list[Case]:
             r"",
             code=0,
         ),
+        *issue41(tmp),
         Case(
             "a bad ATTENTION_LENS_* value",
             ["export", "--text", TEXT, "--out", str(tmp / "z.npz")],
@@ -223,6 +224,94 @@ def build(tmp: Path) -> list[Case]:
             env={"ATTENTION_LENS_MAX_BATCH": "lots"},
         ),
     ]
+
+
+def issue41(tmp: Path, full: bool = False) -> list[Case]:
+    """Issue 41's sweep, the cases a test can afford (full: also those only the bench replays, on SmolLM2)."""
+    from tests.hostile import crafted
+
+    fifo = tmp / "train.fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    texts = {}
+    for kind in crafted.TEXT_KINDS:
+        texts[kind] = tmp / f"long-{kind}.txt"
+        if full or kind in ("cjk", "nul"):
+            texts[kind].write_text(crafted.long_text(kind, 400_000 if full else 120_000), encoding="utf-8")
+    huge = crafted.model_folder(tmp / "bert-huge-in-bounds", crafted.BERT_HUGE_IN_BOUNDS)
+    heads0 = crafted.model_folder(
+        tmp / "llama-heads0",
+        dict(model_type="llama", vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=0,
+             intermediate_size=128),
+    )  # fmt: skip
+    nan_theta = crafted.model_folder(
+        tmp / "llama-nan-theta",
+        '{"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2, '
+        '"num_attention_heads": 4, "intermediate_size": 128, "rope_theta": NaN}',
+    )
+    fifo_folder = crafted.model_folder(tmp / "config-fifo", {"model_type": "bert"})
+    (fifo_folder / "config.json").unlink()
+    os.mkfifo(fifo_folder / "config.json")
+    out = str(tmp / "o.npz")
+    cases = [
+        Case("train --seed 2**64", ["train", "--seed", str(2**64)], r"--seed: a 20-digit number is outside 0"),
+        Case("train --seed 10**30", ["train", "--seed", str(10**30)], r"--seed: a 31-digit number is outside 0"),
+        Case("train --steps ²", ["train", "--steps", "²"], r"--steps: '²' is not a whole number"),
+        Case("train --lr nan", ["train", "--lr", "nan"], r"--lr: 'nan' is not a decimal number"),
+        Case(
+            "export --layers ²",
+            ["export", "--model", "random:tiny", "--text", TEXT, "--layers", "²", "--out", out],
+            r"--layers: '²' is not an index or a range",
+        ),
+        Case(
+            "export --heads ¹",
+            ["export", "--model", "random:tiny", "--text", TEXT, "--heads", "¹", "--out", out],
+            r"--heads: '¹' is not an index or a range",
+        ),
+        Case("stats --item ٣", ["stats", "--attentions", "x.npz", "--item", "٣"], r"--item: '٣' is not a whole number"),
+        Case(
+            "train --text-file FIFO",
+            ["train", "--task", "text", "--text-file", str(fifo), "--steps", "1"],
+            r"cannot read the training text .*: it is not a regular file",
+            timeout=60,
+        ),
+        Case("info: bert-huge-in-bounds", ["info", "--model", str(huge)], r"ATTENTION_LENS_MODEL_MB allows 8,192 MB"),
+        Case("info: llama with 0 heads", ["info", "--model", str(heads0)], r"n_heads is 0"),
+        Case("info: a FIFO config.json", ["info", "--model", str(fifo_folder)], r"not a regular file", timeout=60),
+        Case(
+            "info: rope_theta NaN", ["info", "--model", str(nan_theta)], r"rope_theta is nan; it must be finite and > 0"
+        ),
+    ]
+    if not full:  # in processes, the issue's own examples; every spelling is tested in process (test_options.py)
+        lean = ("train --seed 2**64", "export --layers ²", "train --text-file FIFO", "info: bert-huge-in-bounds",
+                "info: a FIFO config.json", "info: rope_theta NaN")  # fmt: skip
+        cases = [c for c in cases if c.name in lean]
+    models = ["random:tiny"] + (["minilm", "smollm2"] if full else [])
+    for model in models:
+        for kind, path in texts.items():
+            if not path.exists():
+                continue
+            cases.append(
+                Case(
+                    f"export --model {model} --text-file {kind}",
+                    ["export", "--model", model, "--text-file", str(path), "--layers", "0", "--heads", "0",
+                     "--out", out],
+                    r"",
+                    code=0,
+                )
+            )  # fmt: skip
+        if full:
+            for kind, path in texts.items():
+                cases.append(
+                    Case(
+                        f"stats --model {model} --text-file {kind}",
+                        ["stats", "--model", model, "--text-file", str(path), "--json", "--no-importance"],
+                        r"",
+                        code=0,
+                        stdout=os.devnull,
+                    )
+                )
+    return cases
 
 
 def command(case: Case) -> list[str]:

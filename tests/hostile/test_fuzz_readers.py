@@ -10,6 +10,7 @@ characters, and the cut at the model's positions keeps exactly the tokens the wh
 from __future__ import annotations
 
 import json
+import math
 import os
 import tracemalloc
 from pathlib import Path
@@ -115,7 +116,8 @@ NUMBERS = st.one_of(
 FIELDS = st.sampled_from(
     ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
      "max_position_embeddings", "num_key_value_heads", "head_dim", "rope_theta", "rms_norm_eps", "n_embd", "n_layer",
-     "n_head", "n_inner", "n_positions", "type_vocab_size", "sliding_window", "rope_scaling", "layer_types"]
+     "n_head", "n_inner", "n_positions", "type_vocab_size", "sliding_window", "rope_scaling", "layer_types",
+     "layer_norm_eps", "layer_norm_epsilon"]
 )  # fmt: skip
 SMALL = {
     "bert": dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128),
@@ -144,6 +146,9 @@ def test_random_config_json(tmp_path, model_type, fields):
         lo, hi = CONFIG_BOUNDS[name]
         assert lo <= getattr(cfg, name) <= hi, (name, getattr(cfg, name))
     assert cfg.n_layers * cfg.d_model * cfg.d_model < MAX_PARAMS
+    for name in ("rope_theta", "rms_norm_eps", "layer_norm_eps"):  # finite and positive, as the bounds say
+        if hasattr(cfg, name):
+            assert math.isfinite(getattr(cfg, name)) and getattr(cfg, name) > 0, (name, getattr(cfg, name))
 
 
 @FUZZ

@@ -236,3 +236,29 @@ def test_a_character_cut_by_the_prefix_is_dropped_but_bad_bytes_are_refused(tmp_
     path.write_bytes(b"abc\xff" + b"d" * 100)
     with pytest.raises(InputError, match=r"not UTF-8 text \(byte 3\)"):
         read_text_prefix(path, "the text file", 10)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "field", "value", "message"),
+    [
+        ("llama", "rope_theta", float("nan"), r"rope_theta is nan; it must be finite and > 0"),
+        ("llama", "rope_theta", -1.0, r"rope_theta is -1"),
+        ("llama", "rms_norm_eps", -1e-5, r"rms_norm_eps is -1e-05; it must be finite and > 0 and < 1"),
+        ("llama", "num_attention_heads", 0, r"n_heads is 0"),
+        ("bert", "layer_norm_eps", float("inf"), r"layer_norm_eps is inf"),
+        ("gpt2", "layer_norm_epsilon", 0.0, r"layer_norm_epsilon is 0"),
+    ],
+)
+def test_config_json_floats_get_the_bounds_sizes_get(model_type, field, value, message):
+    from models import families
+
+    small = {
+        "bert": dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128),
+        "gpt2": dict(vocab_size=100, n_embd=64, n_layer=2, n_head=4),
+        "llama": dict(
+            vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128
+        ),
+    }[model_type]
+    hf = {"model_type": model_type, **small, field: value}
+    with pytest.raises(ModelLoadError, match=message):
+        families.family(model_type).config.from_hf(hf)
