@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,7 +254,21 @@ def issue41(tmp: Path, full: bool = False) -> list[Case]:
     (fifo_folder / "config.json").unlink()
     os.mkfifo(fifo_folder / "config.json")
     out = str(tmp / "o.npz")
+    import torch
+
+    maps = torch.full((1, 1, 4, 4), 0.25)
+    csr, quantized = tmp / "attn-sparse-csr.pt", tmp / "attn-quantized.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.save({"attentions": maps[0, 0].to_sparse_csr()}, csr)
+        torch.save({"attentions": torch.quantize_per_tensor(maps, 0.01, 0, torch.quint8)}, quantized)
     cases = [
+        Case(
+            "stats --attentions sparse-CSR .pt",
+            ["stats", "--attentions", str(csr)],
+            r"sparse_csr tensor: save it dense",
+        ),
+        Case("stats --attentions quantized .pt", ["stats", "--attentions", str(quantized)], r"holds quint8 values"),
         Case("train --seed 2**64", ["train", "--seed", str(2**64)], r"--seed: a 20-digit number is outside 0"),
         Case("train --seed 10**30", ["train", "--seed", str(10**30)], r"--seed: a 31-digit number is outside 0"),
         Case("train --steps ²", ["train", "--steps", "²"], r"--steps: '²' is not a whole number"),
@@ -284,7 +299,8 @@ def issue41(tmp: Path, full: bool = False) -> list[Case]:
     ]
     if not full:  # in processes, the issue's own examples; every spelling is tested in process (test_options.py)
         lean = ("train --seed 2**64", "export --layers ²", "train --text-file FIFO", "info: bert-huge-in-bounds",
-                "info: a FIFO config.json", "info: rope_theta NaN")  # fmt: skip
+                "info: a FIFO config.json", "info: rope_theta NaN", "stats --attentions sparse-CSR .pt",
+                "stats --attentions quantized .pt")  # fmt: skip
         cases = [c for c in cases if c.name in lean]
     models = ["random:tiny"] + (["minilm", "smollm2"] if full else [])
     for model in models:
