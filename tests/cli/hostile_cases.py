@@ -38,6 +38,7 @@ class Case:
     code: int = 2
     stdout: str | None = None  # a path to send stdout to (e.g. /dev/full); None = a pipe
     timeout: float = 120.0
+    module: str = "models"  # what `python -m` runs (tests.hostile.read_gguf for a GGUF file)
 
 
 def _check(mask: str, expect: str = "causal", text: str = TEXT) -> list[str]:
@@ -331,7 +332,19 @@ def issue41(tmp: Path, full: bool = False) -> list[Case]:
 
 
 def command(case: Case) -> list[str]:
-    return [sys.executable, "-m", "models", *case.argv]
+    return [sys.executable, "-m", case.module, *case.argv]
+
+
+def gguf_cases(tmp: Path, big: bool = False) -> list[Case]:
+    """Issue 41's crafted GGUF files, each read by `python -m tests.hostile.read_gguf` (big: the sparse 24 GB one and
+    the 256 MB header too)."""
+    from tests.hostile import crafted
+
+    return [
+        Case(name, [str(path)], expect, code=2 if expect else 0, module="tests.hostile.read_gguf", timeout=60)
+        for name, (path, expect) in crafted.gguf_cases(tmp / "gguf", big=big).items()
+        if expect  # the valid small file is not a model transformers can build: its header passing is tested in process
+    ]
 
 
 def environment(case: Case) -> dict[str, str]:
