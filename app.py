@@ -3,6 +3,12 @@
 This file wires the shared sidebar and the pages together; it computes nothing itself.
 """
 
+# Imported once, here, before any session's page can draw (issue 41): plotly looks pandas and PIL.Image up in
+# sys.modules without importing them, so a first import still running in another session handed it a half-made
+# module ("partially initialized module 'pandas' has no attribute 'Series'"). A session reaching these lines while
+# another imports them waits for the import to finish. tests/app/test_sessions_at_once.py starts 8 sessions at once.
+import pandas  # noqa: F401
+import PIL.Image  # noqa: F401
 import streamlit as st
 
 from ui import debug, guard, presentation, runtime, sidebar, state

@@ -32,6 +32,7 @@ from __future__ import annotations
 import io
 import math
 import tempfile
+import warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
@@ -929,7 +930,11 @@ def _from_torch(data: bytes, label: str, limits: Limits) -> dict[str, Any]:
     import torch
 
     try:
-        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            # torch warns while it rebuilds a sparse-CSR or a quantized tensor (beta, deprecated): those files are
+            # refused below in one line, which its warnings would have turned into three to five.
+            warnings.simplefilter("ignore")
+            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise AttentionFileError(

@@ -8,6 +8,9 @@ reason beside each. Sizes are held to `settings.check_model_shape` before anythi
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,7 +27,11 @@ MAX_DECODER_POSITIONS = 131_072  # positions a decoder's config may claim (masks
 def read_config_json(path: str | Path) -> dict[str, Any]:
     """Return a `config.json` as a dict (ModelLoadError when it cannot be read); never more than 1 MB is read."""
     try:
-        with open(path, "rb") as f:
+        # A regular file only (a FIFO would block the read, a device never end it); O_NONBLOCK for the open itself.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ModelLoadError(f"cannot read {path}: it is not a regular file")
             raw = f.read(CONFIG_MAX_BYTES + 1)
         if len(raw) > CONFIG_MAX_BYTES:
             raise ModelLoadError(f"{path} is over {CONFIG_MAX_BYTES >> 20} MB: not a model's config.json")
@@ -94,6 +101,13 @@ class _Config:
         return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
 
 
+def _check_positive(name: str, value: float, below: float = math.inf) -> None:
+    """Refuse a float field that is NaN, infinite, ≤ 0 or ≥ below (rope θ, a norm's ε), as the bounds do sizes."""
+    if not (math.isfinite(value) and 0 < value < below):
+        upper = "" if below == math.inf else f" and < {below:g}"
+        raise ModelLoadError(f"config.json: {name} is {value:g}; it must be finite and > 0{upper}")
+
+
 def _bad_field(err: Exception) -> ModelLoadError:
     return ModelLoadError(f"config.json is missing or has a bad field: {str(err)[:200]}")
 
@@ -114,6 +128,7 @@ class BertConfig(_Config):
 
     def __post_init__(self) -> None:
         self._check(type_vocab_size=self.type_vocab_size)
+        _check_positive("layer_norm_eps", self.layer_norm_eps, below=1.0)
 
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> BertConfig:
@@ -168,6 +183,7 @@ class GPT2Config(_Config):
 
     def __post_init__(self) -> None:
         self._check()
+        _check_positive("layer_norm_epsilon", self.layer_norm_eps, below=1.0)
         if self.max_positions > MAX_DECODER_POSITIONS:
             raise ModelLoadError(
                 f"config.json: n_positions is {self.max_positions}; a decoder here has at most {MAX_DECODER_POSITIONS}"
@@ -244,6 +260,9 @@ class LlamaConfig(_Config):
                 f"config.json: max_position_embeddings is {self.max_positions}; a decoder here has at most "
                 f"{MAX_DECODER_POSITIONS}"
             )
+        _check_positive("rope_theta", self.rope_theta)
+        _check_positive("rms_norm_eps", self.rms_norm_eps, below=1.0)
+        _check_positive("rope_factor", self.rope_factor)
         if self.rope_type not in ROPE_TYPES:
             raise UnsupportedArchitectureError(
                 f"unsupported rotary scaling {self.rope_type!r} (supported: {', '.join(ROPE_TYPES)})"
@@ -283,7 +302,8 @@ class LlamaConfig(_Config):
                 n_layers=n_layers,
                 n_heads=n_heads,
                 kv_heads=int(hf.get("num_key_value_heads") or n_heads),
-                head_dim=int(hf.get("head_dim") or d_model // n_heads),
+                # n_heads 0 is refused by the bounds (n_heads is 0), not by a ZeroDivisionError here
+                head_dim=int(hf.get("head_dim") or (d_model // n_heads if n_heads > 0 else 0)),
                 d_ff=int(hf["intermediate_size"]),
                 max_positions=int(hf.get("max_position_embeddings", 2048)),
                 rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),

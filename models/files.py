@@ -39,23 +39,111 @@ def regular_file_size(path: str | os.PathLike[str], what: str = "file") -> int:
     return st.st_size
 
 
-def read_user_file(path: str | os.PathLike[str], what: str = "file") -> bytes:
-    """Return a regular file's bytes, at most ATTENTION_LENS_MAX_UPLOAD_MB; InputError / BudgetError otherwise."""
+def read_user_file(path: str | os.PathLike[str], what: str = "file", max_bytes: int | None = None) -> bytes:
+    """Return a regular file's bytes, at most ATTENTION_LENS_MAX_UPLOAD_MB (or `max_bytes`, when smaller);
+    InputError / BudgetError otherwise. Every reader of a user's file (--file, --text-file, masks, attention files,
+    the training text) comes through here or `read_text_prefix`: a FIFO, a device or a folder never blocks a read."""
     p = Path(path).expanduser()
     cap = current().max_upload_bytes
     size = regular_file_size(p, what)
+    if max_bytes is not None and max_bytes < cap:
+        if size > max_bytes:
+            raise InputError(f"{what} {p} is {size:,} bytes; at most {max_bytes:,} are read")
+        cap = max_bytes
     if size > cap:
         raise BudgetError(over_budget("max_upload_mb", round(size / 2**20, 1), f"{what} {p}"))
+    data = _read_regular(p, what, cap + 1)
+    if len(data) > cap:
+        raise BudgetError(over_budget("max_upload_mb", round(len(data) / 2**20, 1), f"{what} {p}"))
+    return data
+
+
+def _read_regular(p: Path, what: str, n: int) -> bytes:
+    """Return at most n bytes from the start of p (checked a regular file just before)."""
     try:
         # O_NONBLOCK: should the path turn into a FIFO between the check and the open, the read does not wait.
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
-            data = f.read(cap + 1)
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped after the check: judge what was opened
+                raise InputError(f"cannot read {what} {p}: it is not a regular file (a device, FIFO or socket)")
+            return f.read(n)
     except OSError as err:
         raise InputError(f"cannot read {what} {p}: {err.strerror or err}") from None
-    if len(data) > cap:
-        raise BudgetError(over_budget("max_upload_mb", round(len(data) / 2**20, 1), f"{what} {p}"))
-    return data
+
+
+@dataclass(frozen=True)
+class TextPrefix:
+    """The start of a text file, cut at a number of characters: what was read and what was left."""
+
+    text: str
+    size: int  # the file's bytes
+    read: int  # bytes of it the text holds
+    cut: bool  # whether the file goes on past `text`
+
+    def note(self, what: str, limit: int) -> str:
+        return (
+            f"{what} holds more than {limit:,} characters ({self.size:,} bytes): its first {len(self.text):,} "
+            f"characters ({self.read:,} bytes) are read (ATTENTION_LENS_MAX_TEXT_CHARS)"
+        )
+
+
+UTF8_MAX = 4  # bytes of one character in UTF-8
+
+
+def read_text_prefix(path: str | os.PathLike[str], what: str, max_chars: int) -> TextPrefix:
+    """Return the first `max_chars` characters of a regular UTF-8 file, reading at most 4 · max_chars + 4 bytes.
+
+    One pass over at most that many bytes, whatever the file's size (a 50 MB file costs what its first 400 kB
+    cost): no budget is asked of the size, since the rest is never read. A character cut in half at the end of
+    what was read is dropped; bytes that are not UTF-8 inside it are refused with their offset (InputError).
+    """
+    p = Path(path).expanduser()
+    size = regular_file_size(p, what)
+    want = UTF8_MAX * max_chars + UTF8_MAX
+    data = _read_regular(p, what, want)
+    more = len(data) == want and size > want
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        # A character cut at the end of what was read (never more than 3 bytes of it) is not an error.
+        if not (more and err.reason == "unexpected end of data" and err.start >= len(data) - (UTF8_MAX - 1)):
+            raise InputError(f"{what} {p} is not UTF-8 text (byte {err.start:,}): save it as UTF-8") from None
+        text = data[: err.start].decode("utf-8")
+    cut = more or len(text) > max_chars
+    if len(text) > max_chars:
+        text = text[:max_chars]
+    return TextPrefix(text, size, len(text.encode("utf-8")), cut)
+
+
+def folder_file(folder: str | os.PathLike[str], name: str, what: str = "file") -> Path | None:
+    """Return folder/name when it is a regular file that stays inside the folder; None when there is none.
+
+    InputError for a FIFO, a device or a socket of that name (whose read would block or never end) and for a
+    symbolic link that leads out of the folder, so that a model folder reads only its own files. A Hugging Face
+    cache snapshot (…/snapshots/REV/) may link into its repository's blobs/ (the cache's own layout).
+    """
+    root = Path(folder).expanduser()
+    p = root / name
+    try:
+        st = p.lstat()
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        inside = root.resolve()
+        if inside.parent.name == "snapshots":
+            inside = inside.parent.parent
+        target = p.resolve()
+        if not target.is_relative_to(inside):
+            raise InputError(f"{what} {p} links out of its folder (to {target}): copy the file into the folder")
+        try:
+            st = target.stat()
+        except OSError:
+            return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"cannot read {what} {p}: it is not a regular file (a device, FIFO or socket)")
+    return p
 
 
 # ---- .npy headers -------------------------------------------------------------------------------------------

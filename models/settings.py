@@ -94,6 +94,21 @@ BUDGETS: tuple[Budget, ...] = (
         "parts of the residual stream a side of one score's component table (`explain`, why here): 1 + layers × "
         "(heads + 2) + 1 at the last layer (SmolLM2: 302)",
     ),
+    # Issue 41: what a model folder or a GGUF file may cost this machine, judged from its config.json or header before
+    # anything is allocated (CONFIG_BOUNDS and MAX_PARAMS bound the shape; these bound the machine's share).
+    Budget(
+        "model_mb",
+        8192,
+        "MB",
+        "one model's float32 weights (parameters × 4 bytes), from its config.json or GGUF header (GPT-2 XL: 6,200)",
+    ),
+    Budget("gguf_header_mb", 64, "MB", "a GGUF file's header (metadata and tensor list; SmolLM2's: 1.8)"),
+    Budget(
+        "gguf_items",
+        2_000_000,
+        "values",
+        "metadata values in a GGUF header, array items included (SmolLM2: 147,000; a 152k vocabulary: ~460,000)",
+    ),
 )
 _BY_KEY = {b.key: b for b in BUDGETS}
 MODELS_ENV = PREFIX + "MODELS"
@@ -142,6 +157,9 @@ class Settings:
     needle_cases: int
     needle_tokens: int
     explain_components: int
+    model_mb: int
+    gguf_header_mb: int
+    gguf_items: int
 
     @property
     def max_upload_bytes(self) -> int:
@@ -306,6 +324,17 @@ def check_model_shape(
         raise ModelLoadError(
             f"config.json describes about {params / 1e9:.1f} billion parameters; a model here has at most "
             f"{MAX_PARAMS / 1e9:.0f} billion"
+        )
+    check_model_memory(params, "config.json")
+
+
+def check_model_memory(params: int, where: str) -> None:
+    """Refuse a model whose float32 weights (params × 4 bytes) are over ATTENTION_LENS_MODEL_MB, before allocating."""
+    mb = -(-4 * params // (1 << 20))
+    if mb > limit("model_mb"):
+        raise BudgetError(
+            f"{where} describes about {params / 1e9:.2f} billion parameters: "
+            + over_budget("model_mb", mb, "loading them in float32")
         )
 
 

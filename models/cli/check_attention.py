@@ -16,7 +16,7 @@ import json
 
 from ..masks.expectations import EXPECT_HELP
 from ..masks.harness import DEFAULT_BATCH, DEFAULT_D_MODEL, DEFAULT_SEQ, check_attention
-from .common import EXIT_FAIL, EXIT_OK
+from .common import EXIT_FAIL, EXIT_OK, SEED_MAX, integer, seed
 
 HELP = "judge an attention module, function or transformers model by what each output depends on (exit 0/1/2)"
 
@@ -30,17 +30,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
         "Importing the file runs its code",
     )
     p.add_argument("--expect", required=True, help=f"what each output may depend on: {EXPECT_HELP}")
-    p.add_argument("--seq", type=int, default=DEFAULT_SEQ, help=f"positions (default {DEFAULT_SEQ})")
+    p.add_argument("--seq", type=integer(), default=DEFAULT_SEQ, help=f"positions (default {DEFAULT_SEQ})")
     p.add_argument(
         "--d-model",
-        type=int,
+        type=integer(),
         default=None,
         help=f"input width for file targets (default {DEFAULT_D_MODEL}; a transformers model brings its own)",
     )
-    p.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch items (default {DEFAULT_BATCH})")
+    p.add_argument("--batch", type=integer(), default=DEFAULT_BATCH, help=f"batch items (default {DEFAULT_BATCH})")
     p.add_argument(
         "--pad",
-        type=int,
+        type=integer(),
         default=None,
         help="padded positions in batch item 0, passed as attention_mask=(batch, seq), 1 = real token "
         "(default: seq // 4 when --expect has padding, else 0)",
@@ -48,12 +48,14 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--padding-side", choices=("right", "left"), default="right", help="where the padding goes")
     p.add_argument(
         "--depth",
-        type=int,
+        type=integer(),
         default=None,
         help="layers the expectation is closed over (a window widens by W per layer; default 1, a transformers "
         "model's own layer count)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed for the weights a factory makes and the inputs")
+    p.add_argument(
+        "--seed", type=seed(SEED_MAX - 1), default=0, help="seed for the weights a factory makes and the inputs"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 

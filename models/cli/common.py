@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .. import settings
 from ..errors import AttnVizError
-from ..files import read_user_file
+from ..files import read_text_prefix
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -22,24 +25,83 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+SEED_MAX = 2**64 - 1  # what torch.Generator.manual_seed takes (numpy's SeedSequence takes any whole number ≥ 0)
+_DIGITS = frozenset("0123456789")
+
+
+def ascii_digits(text: str) -> bool:
+    """Return whether `text` is one or more ASCII digits 0-9 (str.isdigit also takes '²', '٣' and '१', which int()
+    refuses or reads as another number; int() also takes '1_000' and surrounding spaces)."""
+    return bool(text) and all(c in _DIGITS for c in text)
+
+
+def parse_whole(text: str, low: int, high: int) -> int:
+    """Return the whole number `text` spells if it is within [low, high]; ValueError (one line) otherwise.
+
+    Judged from its characters before int() sees them: ASCII digits with an optional sign, nothing else; a number
+    of more digits than the bounds have is refused from its length (int() of 5,000 digits raises Python's
+    digit-limit error; torch's seed overflows past 2⁶⁴ − 1).
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not a whole number")
+    body = text.strip()
+    negative = body.startswith("-")
+    if body[:1] in "+-" and body:
+        body = body[1:]
+    if not ascii_digits(body):
+        raise ValueError(f"{text[:20]!r} is not a whole number (ASCII digits 0-9 only)")
+    significant = body.lstrip("0") or "0"
+    if len(significant) > max(len(str(abs(low))), len(str(abs(high)))):
+        raise ValueError(f"a {len(significant)}-digit number is outside {low:,} … {high:,}")
+    value = -int(significant) if negative else int(significant)
+    if not low <= value <= high:
+        raise ValueError(f"{value:,} is outside {low:,} … {high:,}")
+    return value
+
+
 def whole(low: int, high: int) -> Callable[[str], int]:
-    """Return an argparse type: a whole number in [low, high], judged from its digits before int() sees them (int()
-    of 5,000 digits raises Python's digit-limit error; torch's seed overflows past 2⁶⁴ − 1)."""
+    """Return an argparse type: a whole number in [low, high] (`parse_whole`). Every integer option of every command
+    takes its value through this, so that no spelling reaches int() or an overflow as a traceback."""
 
     def parse(text: str) -> int:
-        digits = text.strip().removeprefix("+")
-        negative = digits.startswith("-")
-        body = digits[1:] if negative else digits
-        if not (body.isascii() and body.isdigit()):
-            raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a whole number")
-        if len(body.lstrip("0")) > max(len(str(abs(low))), len(str(high))):
-            raise argparse.ArgumentTypeError(f"a {len(body)}-digit number is outside {low:,} … {high:,}")
-        value = -int(body) if negative else int(body)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value:,} is outside {low:,} … {high:,}")
-        return value
+        try:
+            return parse_whole(text, low, high)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
 
     parse.__name__ = "whole number"  # argparse names the type in its message
+    return parse
+
+
+def integer() -> Callable[[str], int]:
+    """Return an argparse type for a whole number that fits 64 bits (−2⁶³ … 2⁶³ − 1), for an option whose command
+    checks its own range afterwards with a message of its own (`--steps`, `--item`, `--top`)."""
+    return whole(-(2**63), 2**63 - 1)
+
+
+def seed(high: int = SEED_MAX) -> Callable[[str], int]:
+    """Return an argparse type for a seed: 0 … high (default 2⁶⁴ − 1, torch.Generator's range)."""
+    return whole(0, high)
+
+
+def number(low: float, high: float, *, above: bool = False) -> Callable[[str], float]:
+    """Return an argparse type: a finite decimal number in [low, high] ((low, high] with `above`), spelt in ASCII
+    (float() takes 'nan', 'inf', '1_0' and other scripts' digits)."""
+
+    def parse(text: str) -> float:
+        body = text.strip() if isinstance(text, str) else ""
+        if not body or len(body) > 40 or not all(c in "0123456789+-.eE" for c in body):
+            raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a decimal number")
+        try:
+            value = float(body)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a decimal number") from None
+        if not math.isfinite(value) or value < low or value > high or (above and value == low):
+            bound = f"above {low:g}" if above else f"from {low:g}"
+            raise argparse.ArgumentTypeError(f"{body} is outside the range: {bound} to {high:g}")
+        return value
+
+    parse.__name__ = "number"
     return parse
 
 
@@ -66,7 +128,9 @@ def add_text_args(p: argparse.ArgumentParser, text_file: bool = False) -> None:
 
 
 def text_of(args: argparse.Namespace) -> str:
-    """Return --text, or the contents of --text-file (bounded by ATTENTION_LENS_MAX_TEXT_CHARS, UTF-8)."""
+    """Return --text, or the start of --text-file: at most ATTENTION_LENS_MAX_TEXT_CHARS characters, read as a
+    bounded prefix in one pass (`files.read_text_prefix`: a 50 MB file costs what its first 400 kB cost), with a
+    warning on stderr when the file goes on. Regular UTF-8 files only."""
     path = getattr(args, "text_file", None)
     if path is not None and args.text is not None:
         raise UsageError("give --text or --text-file, not both")
@@ -74,12 +138,36 @@ def text_of(args: argparse.Namespace) -> str:
         if args.text is None:
             raise UsageError("--text or --text-file is required")
         return str(args.text)
-    raw = read_user_file(Path(path), "the text file")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): save it as UTF-8") from None
-    settings.require("max_text_chars", len(text), f"the text of {path}")
+    limit = int(settings.limit("max_text_chars"))
+    prefix = read_text_prefix(Path(path), "the text file", limit)
+    if prefix.cut:
+        print(f"warning: {prefix.note(f'the text file {path}', limit)}", file=sys.stderr)
+    return prefix.text
+
+
+PREFIX_TOKENS = 16  # characters tried per position at first (a position rarely covers more), then 4× as many
+
+
+def fit_to_positions(enc: Any, text: str, text_b: str | None = None) -> str:
+    """Return `text` cut just past the model's positions, found by tokenizing growing prefixes (16 characters per
+    position, then ×4), so that a text of 10⁵ tokens is never tokenized whole for a model of 512 or 8,192 positions.
+
+    The encoder's own truncation then cuts the last few tokens and says so. A pair (text_b) and a tokenizer without
+    offsets are left to the encoder as they are.
+    """
+    tokenizer = enc.tokenizer
+    limit = int(enc.max_tokens)
+    if text_b is not None or not getattr(tokenizer, "is_fast", False):
+        return text
+    n = max(1024, PREFIX_TOKENS * limit)
+    while n < len(text):
+        batch = tokenizer(text[:n], add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        offsets = batch["offset_mapping"]
+        if len(offsets) > limit:
+            end = int(offsets[limit][0])
+            if end > 0:
+                return text[:end]
+        n *= 4
     return text
 
 
@@ -91,7 +179,7 @@ def id_list(spec: str | None, n: int, what: str) -> list[int] | None:
     for part in spec.split(","):
         part = part.strip()
         lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()) or len(lo) > 6 or len(hi) > 6:
+        if not ascii_digits(lo) or (hi and not ascii_digits(hi)) or len(lo) > 6 or len(hi) > 6:
             raise UsageError(f"--{what}: {part[:20]!r} is not an index or a range like 3-5 (0 … {n - 1})")
         a, b = int(lo), int(hi or lo)
         if not 0 <= a <= b < n:

@@ -26,7 +26,7 @@ from ..analysis.compare import Comparison, compare
 from ..analysis.norms import value_weighted
 from ..encoder import Encoder, EncoderOutput
 from ..weights import load_encoder
-from .common import EXIT_OK, UsageError, add_model_args, write_file
+from .common import EXIT_OK, UsageError, add_model_args, integer, write_file
 
 HELP = "compare two runs (text, model, mask or checkpoint): Δ maps and heads ranked by how much they changed"
 
@@ -43,7 +43,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare value-weighted maps (‖α·W_O v‖ as each row's shares) instead of raw attention",
     )
-    p.add_argument("--top", type=int, default=10, help="heads in the table for people (default 10; JSON has all)")
+    p.add_argument("--top", type=integer(), default=10, help="heads in the table for people (default 10; JSON has all)")
     p.add_argument("--json", action="store_true", help="print the JSON document (otherwise a table for people)")
     p.add_argument("--out", default=None, help="write the JSON to this file instead of stdout")
 

@@ -23,7 +23,16 @@ from ..analysis.norms import check_budget, value_weighted
 from ..analysis.words import word_groups
 from ..weights import load_encoder
 from .check_mask import export_mask
-from .common import EXIT_OK, UsageError, add_model_args, add_text_args, id_list, text_of, write_file
+from .common import (
+    EXIT_OK,
+    UsageError,
+    add_model_args,
+    add_text_args,
+    fit_to_positions,
+    id_list,
+    text_of,
+    write_file,
+)
 
 HELP = "run the model and write tokens, attentions and hidden states"
 
@@ -62,6 +71,15 @@ def run(args: argparse.Namespace) -> int:
     c = enc.config
     layers = id_list(args.layers, c.n_layers, "layers")
     heads = id_list(args.heads, c.n_heads, "heads")
+    text = fit_to_positions(enc, text, args.text_b)  # a 10⁵-token text is not tokenized whole
+    # The maps written are asked of their budget before the forward (a long text's forward alone takes minutes).
+    seq = enc.tokenize([text], None if args.text_b is None else [args.text_b]).input_ids.shape[1]
+    n_l, n_h = len(layers) if layers is not None else c.n_layers, len(heads) if heads is not None else c.n_heads
+    settings.require(
+        "max_map_mb",
+        -(-4 * n_l * n_h * seq * seq // (1 << 20)),
+        f"the maps of {n_l} layers × {n_h} heads at {seq} tokens (choose fewer with --layers and --heads)",
+    )
     mask = export_mask(enc, text, args.text_b, args.mask, args.convention)
     # --norms needs the values of every layer (internals: the maps are then kept whole, never on demand)
     out = enc.encode(text, args.text_b, mask=mask, layers=layers, internals=args.norms)

@@ -6,24 +6,13 @@ import argparse
 import json
 
 from ..lecture.memory import BYTES_PER_ELEMENT, estimate, fmt_bytes
-from .common import EXIT_OK
+from .common import EXIT_OK, whole
 
 HELP = "estimate the score tensor's memory and one MHA block's parameters"
 
 
 MAX_SIZE = 1 << 40  # any count past this is a typo, and its figures would not fit a line
-
-
-def _size(text: str) -> int:
-    """Return a positive whole number of at most MAX_SIZE; argparse turns the ValueError into one line."""
-    digits = text.strip().lstrip("+")
-    if not digits.isdigit():
-        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a whole number")
-    if len(digits.lstrip("0")) > len(str(MAX_SIZE)) or int(digits) > MAX_SIZE:
-        raise argparse.ArgumentTypeError(f"a {len(digits)}-digit number is over the largest size, {MAX_SIZE:,}")
-    if int(digits) < 1:
-        raise argparse.ArgumentTypeError("sizes start at 1")
-    return int(digits)
+_size = whole(1, MAX_SIZE)  # a positive whole number of at most MAX_SIZE (cli.common's one integer parser)
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

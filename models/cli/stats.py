@@ -30,7 +30,7 @@ from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..files import read_user_file
 from ..weights import load_encoder
-from .common import add_model_args, text_of
+from .common import add_model_args, fit_to_positions, integer, text_of
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
 
@@ -52,7 +52,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="attention saved from any model (.npz, .npy, .json, .safetensors, .pt): statistics without a model",
     )
-    p.add_argument("--item", type=int, default=0, help="with --attentions: which item of a batched file (from 0)")
+    p.add_argument("--item", type=integer(), default=0, help="with --attentions: which item of a batched file (from 0)")
     p.add_argument("--text-b", default=None, help="optional second sentence, with --text")
     p.add_argument("--mask", default=None, help="bidirectional (default), causal, window:W or prefix:P")
     p.add_argument("--json", action="store_true", help="print the JSON document (otherwise a table for people)")
@@ -60,7 +60,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-importance", action="store_true", help="skip head importance (the slow part)")
     p.add_argument(
         "--importance-sentences",
-        type=int,
+        type=integer(),
         default=None,
         help="with --file: importance over the first N lines (default 50; it runs many passes per line)",
     )
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []
     if lines is None:
-        text = text_of(args)
+        text = fit_to_positions(enc, text_of(args), args.text_b)  # a 10⁵-token text is not tokenized whole
         # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
         internals = enc.fits_dense(text, args.text_b)
         out = enc.encode(text, args.text_b, mask=args.mask, internals=internals, hidden=internals)

@@ -14,13 +14,15 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import read_user_file
 from ..training import TASKS, TrainConfig, save_checkpoint, train
 from ..training.arch import ARCHS
 from ..training.recorder import FLAGS, Record
-from .common import EXIT_OK, UsageError
+from .common import EXIT_OK, UsageError, integer, number, seed
 
 HELP = "train a small decoder (induction, reverse or text task) and report when its induction head forms"
 DEFAULTS = TrainConfig()
+SEED_MAX = 2**63 - 1  # what TrainConfig takes
 MAX_TEXT_FILE = 10 << 20  # bytes read from --text-file at most (the character budget applies after)
 
 
@@ -29,38 +31,50 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--family", choices=list(ARCHS), default=DEFAULTS.family, help=f"decoder family (default {DEFAULTS.family})"
     )
-    p.add_argument("--layers", type=int, default=DEFAULTS.layers, help=f"1–4 (default {DEFAULTS.layers})")
-    p.add_argument("--heads", type=int, default=DEFAULTS.heads, help=f"1–16 (default {DEFAULTS.heads})")
-    p.add_argument("--d-model", type=int, default=DEFAULTS.d_model, help=f"default {DEFAULTS.d_model}")
+    p.add_argument("--layers", type=integer(), default=DEFAULTS.layers, help=f"1–4 (default {DEFAULTS.layers})")
+    p.add_argument("--heads", type=integer(), default=DEFAULTS.heads, help=f"1–16 (default {DEFAULTS.heads})")
+    p.add_argument("--d-model", type=integer(), default=DEFAULTS.d_model, help=f"default {DEFAULTS.d_model}")
     p.add_argument("--mlp", action="store_true", help="with the MLP (default: attention-only, the MLP zero)")
-    p.add_argument("--steps", type=int, default=DEFAULTS.steps, help=f"default {DEFAULTS.steps}")
-    p.add_argument("--batch", type=int, default=DEFAULTS.batch, help=f"sequences per step (default {DEFAULTS.batch})")
-    p.add_argument("--lr", type=float, default=None, help="AdamW peak learning rate (default: by head count)")
-    p.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seed of the weights and every batch (default 0)")
-    p.add_argument("--every", type=int, default=DEFAULTS.every, help=f"record every N steps (default {DEFAULTS.every})")
-    p.add_argument("--symbols", type=int, default=DEFAULTS.symbols, help="induction/reverse: symbols drawn (64)")
+    p.add_argument("--steps", type=integer(), default=DEFAULTS.steps, help=f"default {DEFAULTS.steps}")
+    p.add_argument(
+        "--batch", type=integer(), default=DEFAULTS.batch, help=f"sequences per step (default {DEFAULTS.batch})"
+    )
+    p.add_argument(
+        "--lr",
+        type=number(0, 1, above=True),
+        default=None,
+        help="AdamW peak learning rate (default: by head count)",
+    )
+    p.add_argument(
+        "--seed",
+        type=seed(SEED_MAX),
+        default=DEFAULTS.seed,
+        help=f"seed of the weights and every batch, 0 … {SEED_MAX} (default 0)",
+    )
+    p.add_argument(
+        "--every", type=integer(), default=DEFAULTS.every, help=f"record every N steps (default {DEFAULTS.every})"
+    )
+    p.add_argument("--symbols", type=integer(), default=DEFAULTS.symbols, help="induction/reverse: symbols drawn (64)")
     p.add_argument("--text-file", default=None, help="text task: a UTF-8 text file (default: the bundled passage)")
     p.add_argument("--no-scale", action="store_true", help="break it: scores without the 1/√d_k (§7)")
     p.add_argument("--no-causal", action="store_true", help="break it: train without the causal mask (§7)")
     p.add_argument("--device", default=DEFAULTS.device, help="cpu (default), cuda, auto")
     p.add_argument(
-        "--threads", type=int, default=DEFAULTS.threads, help=f"torch CPU threads (default {DEFAULTS.threads})"
+        "--threads", type=integer(), default=DEFAULTS.threads, help=f"torch CPU threads (default {DEFAULTS.threads})"
     )
     p.add_argument(
-        "--max-seconds", type=float, default=None, help="stop after this long (ATTENTION_LENS_MAX_TRAIN_SECONDS)"
+        "--max-seconds",
+        type=number(0, 1e9, above=True),
+        default=None,
+        help="stop after this long (ATTENTION_LENS_MAX_TRAIN_SECONDS)",
     )
     p.add_argument("--out", default=None, help="write the trained model as a checkpoint folder DIR")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (record lines go to stderr)")
 
 
 def _read_text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_TEXT_FILE + 1)
-    except OSError as err:
-        raise UsageError(f"train: cannot read {path}: {err.strerror or err}") from err
-    if len(raw) > MAX_TEXT_FILE:
-        raise UsageError(f"train: {path} is over {MAX_TEXT_FILE >> 20} MB")
+    # A regular file only (a FIFO or a device would block or never end), at most MAX_TEXT_FILE bytes.
+    raw = read_user_file(path, "the training text", max_bytes=MAX_TEXT_FILE)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ class Case:
     code: int = 2
     stdout: str | None = None  # a path to send stdout to (e.g. /dev/full); None = a pipe
     timeout: float = 120.0
+    module: str = "models"  # what `python -m` runs (tests.hostile.read_gguf for a GGUF file)
 
 
 def _check(mask: str, expect: str = "causal", text: str = TEXT) -> list[str]:
@@ -100,7 +102,7 @@ def build(tmp: Path) -> list[Case]:
         Case("mask window:<25 digits>", _check("window:" + "9" * 25), r"window:a 25-digit number is too large"),
         Case("expect window:<25 digits>", _check("causal", "window:" + "9" * 25), r"window"),
         Case("memory --seq <4000 digits>", ["memory", "--seq", "9" * 4000], r"--seq.*4000-digit"),
-        Case("memory --batch 0", ["memory", "--batch", "0"], r"--batch.*start at 1"),
+        Case("memory --batch 0", ["memory", "--batch", "0"], r"--batch: 0 is outside 1 … "),
         Case(
             "non-UTF-8 --text",
             ["export", "--text", os.fsdecode(b"\xff\xfe caf\xe9"), "--out", str(tmp / "x.npz")],
@@ -216,6 +218,7 @@ def build(tmp: Path) -> list[Case]:
             r"",
             code=0,
         ),
+        *issue41(tmp),
         Case(
             "a bad ATTENTION_LENS_* value",
             ["export", "--text", TEXT, "--out", str(tmp / "z.npz")],
@@ -225,8 +228,123 @@ def build(tmp: Path) -> list[Case]:
     ]
 
 
+def issue41(tmp: Path, full: bool = False) -> list[Case]:
+    """Issue 41's sweep, the cases a test can afford (full: also those only the bench replays, on SmolLM2)."""
+    from tests.hostile import crafted
+
+    fifo = tmp / "train.fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    texts = {}
+    for kind in crafted.TEXT_KINDS:
+        texts[kind] = tmp / f"long-{kind}.txt"
+        if full or kind in ("cjk", "nul"):
+            texts[kind].write_text(crafted.long_text(kind, 400_000 if full else 120_000), encoding="utf-8")
+    huge = crafted.model_folder(tmp / "bert-huge-in-bounds", crafted.BERT_HUGE_IN_BOUNDS)
+    heads0 = crafted.model_folder(
+        tmp / "llama-heads0",
+        dict(model_type="llama", vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=0,
+             intermediate_size=128),
+    )  # fmt: skip
+    nan_theta = crafted.model_folder(
+        tmp / "llama-nan-theta",
+        '{"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2, '
+        '"num_attention_heads": 4, "intermediate_size": 128, "rope_theta": NaN}',
+    )
+    fifo_folder = crafted.model_folder(tmp / "config-fifo", {"model_type": "bert"})
+    (fifo_folder / "config.json").unlink()
+    os.mkfifo(fifo_folder / "config.json")
+    out = str(tmp / "o.npz")
+    import torch
+
+    maps = torch.full((1, 1, 4, 4), 0.25)
+    csr, quantized = tmp / "attn-sparse-csr.pt", tmp / "attn-quantized.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.save({"attentions": maps[0, 0].to_sparse_csr()}, csr)
+        torch.save({"attentions": torch.quantize_per_tensor(maps, 0.01, 0, torch.quint8)}, quantized)
+    cases = [
+        Case(
+            "stats --attentions sparse-CSR .pt",
+            ["stats", "--attentions", str(csr)],
+            r"sparse_csr tensor: save it dense",
+        ),
+        Case("stats --attentions quantized .pt", ["stats", "--attentions", str(quantized)], r"holds quint8 values"),
+        Case("train --seed 2**64", ["train", "--seed", str(2**64)], r"--seed: a 20-digit number is outside 0"),
+        Case("train --seed 10**30", ["train", "--seed", str(10**30)], r"--seed: a 31-digit number is outside 0"),
+        Case("train --steps ²", ["train", "--steps", "²"], r"--steps: '²' is not a whole number"),
+        Case("train --lr nan", ["train", "--lr", "nan"], r"--lr: 'nan' is not a decimal number"),
+        Case(
+            "export --layers ²",
+            ["export", "--model", "random:tiny", "--text", TEXT, "--layers", "²", "--out", out],
+            r"--layers: '²' is not an index or a range",
+        ),
+        Case(
+            "export --heads ¹",
+            ["export", "--model", "random:tiny", "--text", TEXT, "--heads", "¹", "--out", out],
+            r"--heads: '¹' is not an index or a range",
+        ),
+        Case("stats --item ٣", ["stats", "--attentions", "x.npz", "--item", "٣"], r"--item: '٣' is not a whole number"),
+        Case(
+            "train --text-file FIFO",
+            ["train", "--task", "text", "--text-file", str(fifo), "--steps", "1"],
+            r"cannot read the training text .*: it is not a regular file",
+            timeout=60,
+        ),
+        Case("info: bert-huge-in-bounds", ["info", "--model", str(huge)], r"ATTENTION_LENS_MODEL_MB allows 8,192 MB"),
+        Case("info: llama with 0 heads", ["info", "--model", str(heads0)], r"n_heads is 0"),
+        Case("info: a FIFO config.json", ["info", "--model", str(fifo_folder)], r"not a regular file", timeout=60),
+        Case(
+            "info: rope_theta NaN", ["info", "--model", str(nan_theta)], r"rope_theta is nan; it must be finite and > 0"
+        ),
+    ]
+    if not full:  # in processes, the issue's own examples; every spelling is tested in process (test_options.py)
+        lean = ("train --seed 2**64", "export --layers ²", "train --text-file FIFO", "info: bert-huge-in-bounds",
+                "info: a FIFO config.json", "info: rope_theta NaN", "stats --attentions sparse-CSR .pt",
+                "stats --attentions quantized .pt")  # fmt: skip
+        cases = [c for c in cases if c.name in lean]
+    models = ["random:tiny"] + (["minilm", "smollm2"] if full else [])
+    for model in models:
+        for kind, path in texts.items():
+            if not path.exists():
+                continue
+            cases.append(
+                Case(
+                    f"export --model {model} --text-file {kind}",
+                    ["export", "--model", model, "--text-file", str(path), "--layers", "0", "--heads", "0",
+                     "--out", out],
+                    r"",
+                    code=0,
+                )
+            )  # fmt: skip
+        if full:
+            for kind, path in texts.items():
+                cases.append(
+                    Case(
+                        f"stats --model {model} --text-file {kind}",
+                        ["stats", "--model", model, "--text-file", str(path), "--json", "--no-importance"],
+                        r"",
+                        code=0,
+                        stdout=os.devnull,
+                    )
+                )
+    return cases
+
+
 def command(case: Case) -> list[str]:
-    return [sys.executable, "-m", "models", *case.argv]
+    return [sys.executable, "-m", case.module, *case.argv]
+
+
+def gguf_cases(tmp: Path, big: bool = False) -> list[Case]:
+    """Issue 41's crafted GGUF files, each read by `python -m tests.hostile.read_gguf` (big: the sparse 24 GB one and
+    the 256 MB header too)."""
+    from tests.hostile import crafted
+
+    return [
+        Case(name, [str(path)], expect, code=2 if expect else 0, module="tests.hostile.read_gguf", timeout=60)
+        for name, (path, expect) in crafted.gguf_cases(tmp / "gguf", big=big).items()
+        if expect  # the valid small file is not a model transformers can build: its header passing is tested in process
+    ]
 
 
 def environment(case: Case) -> dict[str, str]:
