@@ -22,15 +22,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..analysis.corpus import IMPORTANCE_SENTENCES, analyse_corpus, corpus_importance, read_corpus_file
+from ..analysis.corpus import corpus_files
 from ..analysis.heads import analyse, analyse_maps, closest_pairs
 from ..analysis.importance import head_importance
 from ..analysis.induction import induction_scores
 from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
-from ..files import read_user_file
 from ..weights import load_encoder
 from .common import add_model_args, text_of
+from .stats_corpus import add_engine_args, check_engine_args, run_corpus
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
 
@@ -46,7 +46,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     src.add_argument(
         "--text-file", help="one long text from a UTF-8 file (up to the model's positions; maps made on demand)"
     )
-    src.add_argument("--file", help="a UTF-8 text file, one sentence per line (A<TAB>B for a sentence pair)")
+    src.add_argument(
+        "--file",
+        help="a corpus: .txt (one sentence a line, A<TAB>B for a pair), .jsonl ({text, text_b}), .parquet or a folder",
+    )
     src.add_argument(
         "--attentions",
         metavar="FILE",
@@ -64,6 +67,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="with --file: importance over the first N lines (default 50; it runs many passes per line)",
     )
+    add_engine_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,14 +77,19 @@ def run(args: argparse.Namespace) -> int:
         raise StatsUsageError("stats: --importance-sentences must be at least 1")
     if args.attentions:
         return _run_file(args)
-    lines = None
+    if problem := check_engine_args(args):
+        raise StatsUsageError(problem)
     if args.file:
-        path = Path(args.file)
-        lines = read_corpus_file(read_user_file(path, "the corpus file"), str(path))
+        corpus_files(args.file)  # a missing path, a device or a folder without a corpus: before the model loads
+        if args.engine == "ray":
+            from ..analysis.corpus_ray import import_ray
+
+            import_ray()  # without Ray: one line that says how to install it
 
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []
-    if lines is None:
+    extra: dict[str, Any] = {}
+    if not args.file:
         text = text_of(args)
         # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
         internals = enc.fits_dense(text, args.text_b)
@@ -96,16 +105,10 @@ def run(args: argparse.Namespace) -> int:
         if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
         importance = None if args.no_importance else head_importance(enc, out)
-    else:
-        report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
+    else:  # a corpus, streamed by the local or the Ray engine (models/cli/stats_corpus.py)
+        report, importance, extra = run_corpus(args, enc, notes)
         if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
-        if truncated:
-            notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
-        limit = args.importance_sentences or IMPORTANCE_SENTENCES
-        importance = None if args.no_importance else corpus_importance(enc, lines, mask=args.mask, limit=limit)
-        if importance is not None:
-            notes += importance.notes
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
 
@@ -117,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         if importance.curve is not None:
             c = importance.curve
             doc["removal"] = {"k": c.ks, "least_first": c.least_first, "most_first": c.most_first, "unit": c.unit}
+    doc.update(extra)
     _print(args, doc, report, importance)
     return 0
 
@@ -158,10 +162,6 @@ def _print(args: argparse.Namespace, doc: dict[str, Any], report: Any, importanc
             print(text)
     else:
         print(_table(report, importance))
-
-
-def _progress(fraction: float, what: str) -> None:
-    print(f"\r{100 * fraction:5.1f} %  {what}", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
 
 def _table(report: Any, importance: Any) -> str:
