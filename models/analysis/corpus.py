@@ -33,6 +33,8 @@ from ..errors import BudgetError, InputError
 from ..files import regular_file_size
 from ..tokens import display_tokens
 from .heads import (
+    DECODER_LABELS,
+    LABELS,
     STATS,
     HeadReport,
     JsParts,
@@ -798,3 +800,119 @@ def our_published_figures(report: HeadReport) -> dict[str, object]:
         "last_cls_entropy": float(np.mean(report.cls_entropy[-1])),
         "tokens_per_sentence": report.rows / max(report.sentences, 1),
     }
+
+
+# ---- a statistics document that `stats --out` wrote, opened again (the Corpus page) --------------------------
+
+STATS_FILE_HEADS = 1024  # heads a statistics document may describe (the pairwise budget's default)
+
+
+class StatsFileError(InputError):
+    """A statistics document that is not one `stats --out` writes: one line says why."""
+
+
+def _matrix_of(value: object, n: int, what: str, cols: int | None = None) -> np.ndarray:
+    """Return a JSON list of lists of numbers (None = NaN) as an (n, cols or n) float64 array; refuse anything else."""
+    shape = (n, n if cols is None else cols)
+    if not isinstance(value, list) or len(value) != shape[0] or not all(isinstance(r, list) for r in value):
+        raise StatsFileError(f"the statistics file's {what} is not {shape[0]} × {shape[1]}")
+    arr = np.empty(shape, dtype=object)
+    try:
+        arr[:] = value
+    except ValueError:
+        raise StatsFileError(f"the statistics file's {what} is not {shape[0]} × {shape[1]}") from None
+    if not all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in arr.ravel()):
+        raise StatsFileError(f"the statistics file's {what} holds something other than numbers")
+    return np.array([[np.nan if v is None else float(v) for v in row] for row in arr], dtype=np.float64)
+
+
+def report_from_document(data: bytes, name: str = "the statistics file") -> HeadReport:
+    """Return the HeadReport a `stats --out` JSON document describes, read within limits (models.files.load_json).
+
+    Statistics, labels and redundancy are the file's; the clustering and the map of heads are computed from its
+    JS matrix, as for a corpus analysed here. A document that is not one is refused with one line.
+    """
+    from ..files import load_json
+
+    heads_max = int(settings.limit("pair_heads"))
+    doc = load_json(data, name, max_values=4 * heads_max * heads_max + 4_000_000, max_keys=64)
+    if not isinstance(doc, dict) or not isinstance(doc.get("heads"), list) or not doc["heads"]:
+        raise StatsFileError(f"{name} is not a statistics document of `python -m models stats` (no heads)")
+    heads = doc["heads"]
+    if len(heads) > max(heads_max, STATS_FILE_HEADS):
+        raise StatsFileError(f"{name} describes {len(heads):,} heads; at most {heads_max:,} are read")
+    if not all(isinstance(h, dict) for h in heads):
+        raise StatsFileError(f"{name}: every head must be an object")
+    try:
+        layers = [int(h["layer"]) for h in heads]
+        cols = [int(h["head"]) for h in heads]
+    except (KeyError, TypeError, ValueError):
+        raise StatsFileError(f"{name}: every head needs an integer layer and head") from None
+    L, H = max(layers) + 1, max(cols) + 1
+    if (
+        min(layers) < 0
+        or min(cols) < 0
+        or [(li, hi) for li, hi in zip(layers, cols, strict=True)] != [(i // H, i % H) for i in range(L * H)]
+    ):
+        raise StatsFileError(f"{name}: heads must be every (layer, head) in layer-major order")
+    causal = doc.get("kind") == "decoder"
+    allowed = set(DECODER_LABELS if causal else LABELS)
+    stats: dict[str, np.ndarray] = {}
+    for k in STATS:
+        values = [h.get(k) for h in heads]
+        if not all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values):
+            raise StatsFileError(f"{name}: the statistic {k} holds something other than numbers")
+        stats[k] = np.array([np.nan if v is None else float(v) for v in values]).reshape(L, H)
+    labels = [h.get("label") for h in heads]
+    if not all(isinstance(v, str) and v in allowed for v in labels):
+        raise StatsFileError(f"{name}: a head's label is not one of {', '.join(sorted(allowed))}")
+    counts = []
+    for key in ("sentences", "rows"):
+        v = doc.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise StatsFileError(f"{name}: {key} must be a positive integer")
+        counts.append(v)
+    N = L * H
+    red = doc.get("redundancy")
+    if red is None:
+        js = cosine = cka = np.zeros((0, 0))
+        skipped = str(doc.get("redundancy_skipped") or "no redundancy in the file")[:500]
+        order, coords, stress = list(range(N)), None, 0.0
+    elif isinstance(red, dict):
+        js, cosine = _matrix_of(red.get("js"), N, "JS matrix"), _matrix_of(red.get("cosine"), N, "cosine matrix")
+        cka = _matrix_of(red.get("cka"), N, "CKA matrix") if red.get("cka") is not None else np.full((N, N), np.nan)
+        if not np.isfinite(js).all() or (js < 0).any():
+            raise StatsFileError(f"{name}: the JS matrix must hold finite divergences ≥ 0")
+        skipped, order = "", cluster_order(js)
+        coords, stress = mds(js / counts[1])
+    else:
+        raise StatsFileError(f"{name}: redundancy must be an object or null")
+    induction = None
+    if any("induction" in h for h in heads):
+        induction = np.array([float(h.get("induction") or 0.0) for h in heads]).reshape(L, H)
+    cls_entropy = np.full((L, H), np.nan)
+    if doc.get("cls_entropy") is not None:
+        cls_entropy = _matrix_of(doc["cls_entropy"], L, "cls_entropy", cols=H)
+    given = doc.get("tokens")
+    tokens: list = given if isinstance(given, list) else []
+    return HeadReport(
+        model=str(doc.get("model") or "?")[:200],
+        n_layers=L,
+        n_heads=H,
+        sentences=counts[0],
+        rows=counts[1],
+        pairs=bool(np.isfinite(stats["block"]).any()),
+        stats=stats,
+        cls_entropy=cls_entropy,
+        labels=np.array(labels, dtype=object).reshape(L, H).astype(str),
+        js=js,
+        cosine=cosine,
+        cka=cka,
+        tokens=tokens,
+        order=order,
+        coords=coords,
+        stress=stress,
+        causal=causal,
+        induction=induction,
+        pairwise_skipped=skipped,
+    )

@@ -3,8 +3,10 @@
     python -m models stats --model minilm --file corpus/ --engine ray --workers 2 --out stats.json
 
 Ray is an optional extra (`pip install -e ".[scale]"`) and is imported here only, when a run asks for it.
-`ray.data` reads the input (text and JSON lines with a TextDatasource that keeps each line's bytes, so that an
-undecodable line is counted rather than failing its file; Parquet with `read_parquet`), `map_batches` runs an
+`ray.data` reads the input with one datasource (Ray's TextDatasource, as `read_text`, keeping each line's bytes so
+that an undecodable line is counted rather than failing its file; Parquet rows, read with pyarrow as
+`read_parquet` does, as the JSON lines they stand for: `read_parquet` followed by a map stalled a 2-CPU Ray with
+two actors, Ray 2.60), `map_batches` runs an
 actor pool (`SumsWorker`: one loaded model per actor, a GPU each with `device="cuda"`), every batch returns its
 float64 sums (`models.analysis.corpus.chunk_sums`, the local engine's own function) as .npz bytes, and the driver
 adds them as they stream in (`iter_batches`). Sums add up in any order, so the order batches finish in does not
@@ -58,38 +60,42 @@ def import_ray() -> Any:
     return ray
 
 
-def _lines_datasource() -> type:
-    """Return the datasource class: Ray's TextDatasource reading each line as bytes (decoded by the actor)."""
+def _rows_datasource() -> type:
+    """Return the datasource class: Ray's TextDatasource reading each row as {"raw": bytes, "fmt": str}."""
     from ray.data._internal.datasource.text_datasource import TextDatasource
 
-    class LinesDatasource(TextDatasource):
-        """Lines of .txt / .jsonl files as {"raw": bytes, "fmt": str}; over-long lines marked "long"."""
+    class RowsDatasource(TextDatasource):
+        """Lines of .txt / .jsonl files kept as bytes (decoded by the actor, so that a bad one is only counted);
+        over-long lines marked "long"; Parquet rows as the JSON lines they stand for (`parquet_raw`)."""
 
         def __init__(self, paths: list[str], fmt: str, cap: int, **kwargs: Any):
             super().__init__(paths, **kwargs)
             self.fmt, self.cap = fmt, cap
 
-        def _read_stream(self, f: pyarrow.NativeFile, path: str) -> Iterator[Any]:
+        def _table(self, raws: list[bytes], fmts: list[str]) -> Any:
             import pyarrow as pa
 
+            return pa.table({"raw": pa.array(raws, pa.binary()), "fmt": pa.array(fmts, pa.string())})
+
+        def _read_stream(self, f: pyarrow.NativeFile, path: str) -> Iterator[Any]:
+            if self.fmt == "parquet":
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                cols = parquet_columns(Path(path))
+                data = pa.BufferReader(f.readall())  # Ray's stream does not seek; Parquet's footer is at the end
+                for batch in pq.ParquetFile(data).iter_batches(batch_size=8192, columns=cols):
+                    a = batch.column("text").to_pylist()
+                    b = batch.column("text_b").to_pylist() if "text_b" in cols else [None] * len(a)
+                    yield self._table([parquet_raw(x, y) for x, y in zip(a, b, strict=True)], ["jsonl"] * len(a))
+                return
             rows = split_raw(f.readall())
-            for i in range(0, max(len(rows), 1), 8192):
+            for i in range(0, len(rows), 8192):
                 part = rows[i : i + 8192]
-                if not part:
-                    return
                 fmts = ["long" if len(r) > self.cap else self.fmt for r in part]
-                raws = [b"" if len(r) > self.cap else r for r in part]
-                yield pa.table({"raw": pa.array(raws, pa.binary()), "fmt": pa.array(fmts, pa.string())})
+                yield self._table([b"" if len(r) > self.cap else r for r in part], fmts)
 
-    return LinesDatasource
-
-
-def _parquet_to_raw(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Map Parquet rows to the JSON lines they stand for, so that one actor reads every format alike."""
-    a = batch["text"]
-    b = batch["text_b"] if "text_b" in batch else [None] * len(a)
-    raws = [parquet_raw(x, y) for x, y in zip(a, b, strict=True)]
-    return {"raw": np.array(raws, dtype=object), "fmt": np.array(["jsonl"] * len(raws), dtype=object)}
+    return RowsDatasource
 
 
 class SumsWorker:
@@ -115,21 +121,16 @@ def dataset(path: str | Path) -> Any:
     cap = raw_cap()
     files = corpus_files(path)
     parts = []
-    lines_ds = _lines_datasource()
-    for fmt in ("txt", "jsonl"):
+    rows_ds = _rows_datasource()
+    for fmt in ("txt", "jsonl", "parquet"):
         names = [str(f) for f, k in files if k == fmt]
         for name in names:
-            check_text_file(Path(name))
+            if fmt == "parquet":
+                parquet_columns(Path(name))  # no column text: refused here, in one line
+            else:
+                check_text_file(Path(name))
         if names:
-            source = lines_ds(names, fmt, cap)
-            parts.append(ray.data.read_datasource(source, num_cpus=0))
-    by_columns: dict[tuple[str, ...], list[str]] = {}
-    for file, kind in files:
-        if kind == "parquet":
-            by_columns.setdefault(tuple(parquet_columns(file)), []).append(str(file))
-    for cols, paths in by_columns.items():
-        ds = ray.data.read_parquet(paths, columns=list(cols), num_cpus=0)
-        parts.append(ds.map_batches(_parquet_to_raw, batch_format="numpy", num_cpus=0))
+            parts.append(ray.data.read_datasource(rows_ds(names, fmt, cap), num_cpus=0))
     out = parts[0]
     return out.union(*parts[1:]) if len(parts) > 1 else out
 

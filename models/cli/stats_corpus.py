@@ -111,6 +111,9 @@ def run_corpus(args: argparse.Namespace, enc: Encoder, notes: list[str]) -> tupl
             importance.notes[:] = [f"importance over the first {limit} of {sums.sentences} lines"]
         notes += importance.notes
     extra = {
+        # What the Corpus page needs to show the file as a corpus analysed there (models.analysis.corpus.report_from_document)
+        "cls_entropy": [[round(float(v), 6) for v in row] for row in report.cls_entropy],
+        "d_model": enc.config.d_model,
         "input": sums.input_json(),
         "tokens_sample": sums.sample_json(),
         "engine": {"name": args.engine, "workers": workers, "batches": sums.batches},
