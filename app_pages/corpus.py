@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from models import AttnVizError
+from models import AttnVizError, settings
 from models.analysis.corpus import (
     IMPORTANCE_SENTENCES,
     CorpusError,
@@ -22,6 +22,7 @@ from models.analysis.corpus import (
 )
 from models.analysis.heads import HeadReport
 from models.analysis.importance import Importance
+from models.errors import BudgetError
 from ui import cache, results, state
 from ui.heads_view import (
     duplicates_section,
@@ -123,11 +124,23 @@ def _progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
         bar.empty()
 
 
-def _opened(uploaded: object) -> None:
+def _stats_uploaded() -> None:
+    """The statistics uploader's callback: keep the file's name and bytes (AppTest puts them here directly)."""
+    f = st.session_state.get("corpus_stats_upload")
+    if f is None:
+        st.session_state.pop("corpus_stats", None)
+    else:
+        st.session_state["corpus_stats"] = {"name": f.name, "data": f.getvalue()}
+
+
+def _opened(entry: dict) -> None:
     """Show a statistics file that `stats --out` wrote, as a corpus analysed here; refuse any other in one line."""
-    name = str(getattr(uploaded, "name", "file"))
+    name, data = str(entry.get("name", "file")), entry.get("data", b"")
     try:
-        data = uploaded.getvalue()  # type: ignore[attr-defined]  # Streamlit's UploadedFile
+        if not isinstance(data, bytes):
+            raise CorpusError("not_text")
+        if len(data) > settings.current().max_upload_bytes:
+            raise BudgetError(settings.over_budget("max_upload_mb", round(len(data) / 2**20, 1), name))
         report = report_from_document(data, name)
     except AttnVizError as err:
         st.error(t("corpus.opened_refused", name=md(name), reason=md(err)))
@@ -193,8 +206,8 @@ def main() -> None:
     with right:
         st.file_uploader(t("corpus.upload"), type=["txt"], key="corpus_file")
         st.button(t("corpus.example"), key="corpus_example_button", on_click=_load_example)
-        st.file_uploader(t("corpus.open_stats"), type=["json"], key="corpus_stats_file")
-    if (stats_file := st.session_state.get("corpus_stats_file")) is not None:
+        st.file_uploader(t("corpus.open_stats"), type=["json"], key="corpus_stats_upload", on_change=_stats_uploaded)
+    if (stats_file := st.session_state.get("corpus_stats")) is not None:
         _opened(stats_file)
         return
     lines = _lines()
