@@ -3,6 +3,7 @@
     python -m models stats --model minilm --text "The cat sat on the mat." --json
     python -m models stats --model ./bert-base-uncased --file corpus.txt --json --out stats.json
     python -m models stats --attentions attn.pt --json          # maps saved from any model, no model needed
+    python -m models stats --model minilm --file corpus/ --engine ray --workers 2 --out stats.json   # at scale
 
 The JSON: {"model", "tokens", "sentences", "rows", "heads": [{"layer", "head", "entropy", "entropy_norm",
 "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", ["block",] "label"}, …],
@@ -11,7 +12,9 @@ heads are too many to compare pairwise), "thresholds", "importance", "importance
 "removal", "kind"}. With --attentions the fields that need the model are null (importance, importance_measure,
 removal, redundancy.cka), "kind" follows the detected causality and cross-attention adds "k_tokens".
 Layers and heads are 0-based, heads in layer-major order (index = layer · heads + head), and
-every matrix in that same order. Definitions: docs/METRICS.md.
+every matrix in that same order. Definitions: docs/METRICS.md. With --file the document adds "input" (rows read,
+skipped, truncated), "tokens_sample" (tokens lists a sample of lines), "engine", "cls_entropy" and "d_model"
+(models/cli/stats_corpus.py; docs/corpus-at-scale.md).
 """
 
 from __future__ import annotations
