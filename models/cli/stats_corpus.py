@@ -51,20 +51,28 @@ def check_engine_args(args: argparse.Namespace) -> str | None:
 
 
 class Progress:
-    """Rows done / rows known and rows per second, on one stderr line rewritten in place."""
+    """Rows done / rows known and rows per second, on one stderr line rewritten in place, at most twice a second.
+
+    Nothing is written in a run's first second, nor before a sentence was analysed: a quick run, or one refused at
+    once, leaves stderr to its one line.
+    """
 
     def __init__(self, known: int | None, show: bool):
         self.known, self.show, self.start = known, show, time.perf_counter()
+        self.last = self.start + 0.5  # the first line after one second
+        self.shown = False
 
     def __call__(self, part: CorpusSums, total: CorpusSums, *_: Any) -> None:
-        if not self.show:
+        now = time.perf_counter()
+        if not self.show or not total.sentences or now - self.last < 0.5:
             return
-        rate = total.read / max(time.perf_counter() - self.start, 1e-9)
+        self.last, self.shown = now, True
+        rate = total.read / max(now - self.start, 1e-9)
         of = f" / {self.known:,}" if self.known else ""
         print(f"\r{total.read:,}{of} rows, {rate:,.0f} rows/s", end="", file=sys.stderr, flush=True)
 
     def end(self) -> None:
-        if self.show:
+        if self.shown:
             print(file=sys.stderr, flush=True)
 
 
