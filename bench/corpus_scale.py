@@ -2,7 +2,7 @@
 peak memory, at 2,400 and 24,000 lines of short sentences with minilm.
 
     python bench/corpus_scale.py            # the recorded run (a quiet machine: load average < 1.5)
-    python bench/corpus_scale.py --smoke    # 48 and 96 lines, nothing saved: proves the script runs
+    python bench/corpus_scale.py --smoke    # 24 and 48 lines, nothing saved: proves the script runs
 
 Each run is `python -m models stats --file … --no-importance --out …` in a fresh process (Ray's start, the actors'
 model loads and the driver's own load included in the wall time), which reports its own peak RSS: for Ray that is
@@ -72,7 +72,7 @@ def main() -> None:
     if args.one:
         one(args.one[0], int(args.one[1]), args.one[2], args.one[3])
         return
-    sizes = (48, 96) if args.smoke else (2400, 24000)
+    sizes = (24, 48) if args.smoke else (2400, 24000)
     print(f"load average {load_average()} at the start (a recorded figure needs < 1.5)")
     rec = Record("corpus_scale", "Corpus statistics at scale: local vs Ray Data, rows/s and the driver's peak")
     table = rec.table(

@@ -161,9 +161,9 @@ def run_ray(
     started = False
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS") or None
-        kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-        if address is None:
-            kw["num_cpus"] = max(os.cpu_count() or 1, workers)
+        kw: dict[str, Any] = dict(log_to_driver=False, configure_logging=False)
+        if address is None:  # a local Ray on this machine's cores (a cluster's own settings are its own)
+            kw.update(num_cpus=max(os.cpu_count() or 1, workers), include_dashboard=False)
         ray.init(address=address, **kw)
         started = True
     try:
