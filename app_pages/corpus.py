@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from models import AttnVizError
+from models import AttnVizError, settings
 from models.analysis.corpus import (
     IMPORTANCE_SENTENCES,
     CorpusError,
@@ -18,9 +18,11 @@ from models.analysis.corpus import (
     is_bert_base,
     read_corpus,
     read_corpus_file,
+    report_from_document,
 )
 from models.analysis.heads import HeadReport
 from models.analysis.importance import Importance
+from models.errors import BudgetError
 from ui import cache, results, state
 from ui.heads_view import (
     duplicates_section,
@@ -107,10 +109,87 @@ def _lines() -> list[Line] | None:
 def _progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
     """Show a progress bar while the block runs; yield the callback that moves it."""
     bar = st.progress(0.0, text=label)
+    start = time.perf_counter()
+
+    def move(fraction: float, what: str) -> None:
+        # "what" starts with the lines done ("1,234 / 2,000 lines, …"): their rate, for a long run
+        done = what.split(" ", 1)[0].replace(",", "")
+        rate = int(done) / max(time.perf_counter() - start, 1e-9) if done.isdigit() else None
+        shown = f"{label} {100 * fraction:.0f} % · {what}"
+        bar.progress(min(1.0, fraction), text=shown + (f" · {t('corpus.rate', rate=f'{rate:,.0f}')}" if rate else ""))
+
     try:
-        yield lambda fraction, what: bar.progress(min(1.0, fraction), text=f"{label} {100 * fraction:.0f} % · {what}")
+        yield move
     finally:
         bar.empty()
+
+
+def _stats_uploaded() -> None:
+    """The statistics uploader's callback: keep the file's name and bytes (AppTest puts them here directly)."""
+    f = st.session_state.get("corpus_stats_upload")
+    if f is None:
+        st.session_state.pop("corpus_stats", None)
+    else:
+        st.session_state["corpus_stats"] = {"name": f.name, "data": f.getvalue()}
+
+
+def _opened(entry: dict) -> None:
+    """Show a statistics file that `stats --out` wrote, as a corpus analysed here; refuse any other in one line."""
+    name, data = str(entry.get("name", "file")), entry.get("data", b"")
+    try:
+        if not isinstance(data, bytes):
+            raise CorpusError("not_text")
+        if len(data) > settings.current().max_upload_bytes:
+            raise BudgetError(settings.over_budget("max_upload_mb", round(len(data) / 2**20, 1), name))
+        report = report_from_document(data, name)
+    except AttnVizError as err:
+        st.error(t("corpus.opened_refused", name=md(name), reason=md(err)))
+        return
+    doc_engine = _engine_of(data)
+    st.success(
+        t(
+            "corpus.opened",
+            n=report.sentences,
+            rows=report.rows,
+            model=md(report.model),
+            name=md(name),
+            engine=doc_engine,
+        )
+    )
+    bert_base = not report.causal and is_bert_base(report.n_layers, report.n_heads, _d_model_of(data))
+    _sections(report, bert_base, report.model)
+    labels_section(report)
+    table_section(report, None)
+    redundancy_section(report, "corpus")
+    duplicates_section(report, "corpus")
+    st.info(t("corpus.opened_no_maps"))
+
+
+def _engine_of(data: bytes) -> str:
+    """Return the engine a statistics file names ("ray, 2 workers"), read again only for this caption."""
+    import json
+
+    try:
+        engine = json.loads(data).get("engine") or {}
+        return md(f"{engine.get('name', '?')}, {int(engine.get('workers', 1))} worker(s)")
+    except (ValueError, TypeError, AttributeError):
+        return "?"
+
+
+def _d_model_of(data: bytes) -> int:
+    import json
+
+    try:
+        return int(json.loads(data).get("d_model") or 0)
+    except (ValueError, TypeError, AttributeError):
+        return 0
+
+
+def _sections(report: HeadReport, bert_base: bool, model: str) -> None:
+    """The statistics, labels and published values of a corpus's report (analysed here or opened from a file)."""
+    shares_section(report, bert_base, "corpus")
+    if bert_base:
+        published_section(report, model)
 
 
 def main() -> None:
@@ -127,6 +206,10 @@ def main() -> None:
     with right:
         st.file_uploader(t("corpus.upload"), type=["txt"], key="corpus_file")
         st.button(t("corpus.example"), key="corpus_example_button", on_click=_load_example)
+        st.file_uploader(t("corpus.open_stats"), type=["json"], key="corpus_stats_upload", on_change=_stats_uploaded)
+    if (stats_file := st.session_state.get("corpus_stats")) is not None:
+        _opened(stats_file)
+        return
     lines = _lines()
     if lines is None:
         return
@@ -170,10 +253,8 @@ def main() -> None:
 
     # Published BERT-base figures (Clark et al.) compare with a model of that family and shape only.
     bert_base = enc.capabilities.special_roles == "cls_sep" and is_bert_base(c.n_layers, c.n_heads, c.d_model)
-    shares_section(report, bert_base, "corpus")
-    if bert_base:
-        published_section(report, enc.name)
-    elif enc.capabilities.special_roles == "cls_sep":
+    _sections(report, bert_base, enc.name)
+    if not bert_base and enc.capabilities.special_roles == "cls_sep":
         st.info(t("corpus.not_bert_base", model=enc.name, layers=c.n_layers, heads=c.n_heads))
     labels_section(report)
 

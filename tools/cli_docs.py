@@ -57,7 +57,8 @@ transformers folders) and what the report means: [Checking your own attention co
 "params"}`. The page and what the figures mean: [Memory](pages/memory.md).""",
     "stats": """Per-head statistics, pattern labels, redundancy and importance for `--text` (and `--text-b`), a
 corpus `--file` or attention saved from any model (`--attentions`); a table for people, or `--json`. The JSON's
-keys and units: [Heads](pages/heads.md#from-the-command-line).""",
+keys and units: [Heads](pages/heads.md#from-the-command-line). A corpus of any size (.txt, .jsonl, .parquet or a
+folder) streams on this machine or on Ray (`--engine ray`): [Corpus at scale](corpus-at-scale.md).""",
     "compare": """Compares two runs head by head: any two of `--against-model`, `--against-text`, `--against-mask`
 differ from run A. Same tokens: heads ranked by the Jensen–Shannon distance of their maps; other lengths: by how
 far each statistic moved; `--weighted` compares value-weighted maps; `--json` ranks every head. Definitions:

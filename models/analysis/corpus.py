@@ -16,9 +16,13 @@ language (MESSAGES holds the English; ui/locales/zh/heads.toml `corpus.msg.*` th
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,8 +30,26 @@ import torch
 from .. import masks, settings
 from ..encoder import Encoder
 from ..errors import BudgetError, InputError
+from ..files import regular_file_size
 from ..tokens import display_tokens
-from .heads import Accumulator, HeadReport, Roles
+from .heads import (
+    DECODER_LABELS,
+    LABELS,
+    STATS,
+    HeadReport,
+    JsParts,
+    Roles,
+    _cka_from_hsic,
+    cluster_order,
+    cosine_from_gram,
+    cosine_gram,
+    flat_maps,
+    js_parts,
+    label_heads,
+    mds,
+    pairwise_refusal,
+    sentence_stats,
+)
 from .importance import (
     Batch,
     Importance,
@@ -54,6 +76,8 @@ MESSAGES = {
     "line_chars": "line {line} of the corpus needs {amount} characters; the budget {env} allows {cap} characters",
     "lines_tokens": ("a corpus of {lines} lines needs at least {amount} tokens; the budget {env} allows {cap} tokens"),
     "tokens": "this corpus needs {amount} tokens; the budget {env} allows {cap} tokens",
+    "no_files": "{name} holds no .txt, .jsonl or .parquet file",
+    "parquet": "{name} cannot be read as a Parquet file with a string column text: {reason}",
 }
 
 
@@ -175,6 +199,511 @@ def _batch(encoder: Encoder, lines: Sequence[Line], mask: str | None) -> tuple[B
     return batch, enc.tokens, sum(1 for c in enc.cut if c)
 
 
+# ---- reading a corpus at any scale: .txt, .jsonl, .parquet or a folder of these, row by row -----------------
+
+FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
+# Why a row was not analysed; counted, reported in the document, never fatal.
+SKIPPED = ("empty", "undecodable", "malformed", "too_long")
+SAMPLE_LINES = 100  # a streamed corpus's document lists the tokens of this many lines, not of every line
+BATCH_ROWS = 256  # input rows per batch of the streaming engines (`stats --batch-size`)
+BOM = b"\xef\xbb\xbf"
+
+
+def raw_cap() -> int:
+    """Return the most bytes one input line may have (the character budget, 6 bytes a character for JSON escapes)."""
+    return 6 * int(settings.limit("max_text_chars")) + 1024
+
+
+def corpus_files(path: str | Path) -> list[tuple[Path, str]]:
+    """Return the files a `--file` path names, each with its format: the file itself (a name other than .jsonl or
+    .parquet is text, one sentence a line), or a folder's .txt, .jsonl and .parquet files in name order."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() in FORMATS and f.is_file())
+        if not files:
+            raise CorpusError("no_files", name=str(p))
+        return [(f, FORMATS[f.suffix.lower()]) for f in files]
+    regular_file_size(p, "the corpus file")  # a device, a FIFO or a missing path: refused before reading
+    return [(p, FORMATS.get(p.suffix.lower(), "txt"))]
+
+
+def check_text_file(path: Path) -> None:
+    """Refuse a .txt or .jsonl file that is binary (a NUL in its first 4 KB): a whole file, not a row, is wrong."""
+    with open(path, "rb") as f:
+        if b"\x00" in f.read(4096):
+            raise CorpusError("binary", name=str(path))
+
+
+def split_raw(data: bytes) -> list[bytes]:
+    """Return a text file's lines as bytes (split on \\n, a leading BOM dropped): what `raw_lines` yields."""
+    if data.startswith(BOM):
+        data = data[len(BOM) :]
+    rows = data.split(b"\n")
+    if rows and rows[-1] == b"":
+        rows.pop()
+    return rows
+
+
+def raw_lines(path: Path, cap: int) -> Iterator[bytes | None]:
+    """Yield a text file's lines as bytes, streamed: None for a line over `cap` bytes (skipped to its end)."""
+    with open(path, "rb") as f:
+        first = True
+        while raw := f.readline(cap + 1):
+            if len(raw) > cap and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):
+                    raw = f.readline(1 << 20)
+                first = False
+                yield None
+                continue
+            if first and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
+            first = False
+            yield raw[:-1] if raw.endswith(b"\n") else raw
+
+
+def record(a: object, b: object = None) -> Line | str:
+    """Return the Line of one row's text and optional second text, or why it was skipped (one of SKIPPED)."""
+    a = "" if a is None else a
+    b = "" if b is None else b
+    if not isinstance(a, str) or not isinstance(b, str):
+        return "malformed"
+    a, b = a.strip(), b.strip()
+    if not a:  # a lone second half is a sentence, as in read_corpus
+        a, b = b, ""
+    if not a:
+        return "empty"
+    try:
+        (a + b).encode("utf-8")  # a JSON "\\ud800" escape: a lone surrogate no tokenizer reads
+    except UnicodeEncodeError:
+        return "undecodable"
+    if len(a) + len(b) > settings.limit("max_text_chars"):
+        return "too_long"
+    return Line(a, b or None)
+
+
+def parse_raw(raw: bytes | None, fmt: str) -> list[Line | str]:
+    """Return the rows of one input line (`txt`: A or A<TAB>B; `jsonl`: {"text", "text_b"}): Lines or skip reasons.
+
+    A text line holding \\r or another line break of str.splitlines is several rows, as read_corpus reads it.
+    """
+    if raw is None or fmt == "long":
+        return ["too_long"]
+    try:
+        text = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return ["undecodable"]
+    if fmt == "jsonl":
+        if not text.strip():
+            return ["empty"]
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            return ["malformed"]
+        return [record(obj.get("text"), obj.get("text_b")) if isinstance(obj, dict) else "malformed"]
+    out: list[Line | str] = []
+    for piece in text.splitlines() or [""]:
+        a, _, b = piece.partition("\t")
+        out.append(record(a, b))
+    return out
+
+
+@dataclass
+class Chunk:
+    """A batch of input rows, parsed: the Lines to analyse, how many rows were read, and why others were skipped."""
+
+    lines: list[Line] = field(default_factory=list)
+    read: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def add(self, row: Line | str) -> None:
+        self.read += 1
+        if isinstance(row, Line):
+            self.lines.append(row)
+        else:
+            self.skipped[row] = self.skipped.get(row, 0) + 1
+
+
+def parse_rows(rows: Iterable[tuple[bytes | None, str]]) -> Chunk:
+    """Return the Chunk of some (raw line, format) rows: what a Ray actor receives and the local engine reads."""
+    chunk = Chunk()
+    for raw, fmt in rows:
+        for row in parse_raw(raw, fmt):
+            chunk.add(row)
+    return chunk
+
+
+def parquet_columns(path: Path) -> list[str]:
+    """Return the columns to read from a Parquet file (text, and text_b when present); CorpusError otherwise."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except (OSError, ValueError) as err:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise CorpusError("parquet", name=str(path), reason=str(err).splitlines()[0][:200]) from None
+    if "text" not in names:
+        raise CorpusError("parquet", name=str(path), reason="no column named text")
+    return ["text", "text_b"] if "text_b" in names else ["text"]
+
+
+def parquet_raw(text: object, text_b: object = None) -> bytes:
+    """Return one Parquet row as the JSON line it stands for (a value that is not a string stays malformed)."""
+
+    def plain(v: object) -> object:
+        return v if v is None or isinstance(v, str) else 0
+
+    return json.dumps({"text": plain(text), "text_b": plain(text_b)}, ensure_ascii=False).encode("utf-8")
+
+
+def raw_rows(path: str | Path) -> Iterator[tuple[bytes | None, str]]:
+    """Yield every input row of a `--file` path, streamed, as (raw line, format) for `parse_rows`."""
+    cap = raw_cap()
+    for f, fmt in corpus_files(path):
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            cols = parquet_columns(f)
+            try:
+                for batch in pq.ParquetFile(f).iter_batches(batch_size=1024, columns=cols):
+                    a = batch.column("text").to_pylist()
+                    b = batch.column("text_b").to_pylist() if "text_b" in cols else [None] * len(a)
+                    for x, y in zip(a, b, strict=True):
+                        yield parquet_raw(x, y), "jsonl"
+            except (OSError, ValueError) as err:
+                raise CorpusError("parquet", name=str(f), reason=str(err).splitlines()[0][:200]) from None
+        else:
+            check_text_file(f)
+            for raw in raw_lines(f, cap):
+                yield raw, fmt
+
+
+def read_chunks(path: str | Path, batch_rows: int = BATCH_ROWS) -> Iterator[Chunk]:
+    """Yield a `--file` path's rows in Chunks of `batch_rows` input rows, streamed (the local engine's batches)."""
+    rows: list[tuple[bytes | None, str]] = []
+    for row in raw_rows(path):
+        rows.append(row)
+        if len(rows) >= batch_rows:
+            yield parse_rows(rows)
+            rows = []
+    if rows:
+        yield parse_rows(rows)
+
+
+def first_lines(path: str | Path, n: int) -> list[Line]:
+    """Return the first n analysable lines of a `--file` path (importance runs on them)."""
+    out: list[Line] = []
+    for chunk in read_chunks(path, max(n, 1)):
+        out += chunk.lines
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
+def count_rows(path: str | Path) -> int:
+    """Return how many input rows a `--file` path holds (lines counted in 1 MB reads; Parquet's metadata)."""
+    total = 0
+    for f, fmt in corpus_files(path):
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            parquet_columns(f)
+            total += pq.ParquetFile(f).metadata.num_rows
+            continue
+        last = b"\n"
+        with open(f, "rb") as fh:
+            while block := fh.read(1 << 20):
+                total += block.count(b"\n")
+                last = block[-1:]
+        total += last != b"\n"
+    return total
+
+
+# ---- exactly reducible sums: one batch's statistics, added up in any order --------------------------------
+
+
+def line_key(line: Line) -> str:
+    """Return the key that picks a line for the tokens sample (BLAKE2b of its text): the same on every machine."""
+    return hashlib.blake2b(f"{line.text}\t{line.text_b or ''}".encode(), digest_size=8).hexdigest()
+
+
+def _sample(rows: Iterable[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """Return the SAMPLE_LINES rows of smallest key (ties by tokens): a bottom-k sample, mergeable in any order."""
+    return sorted(rows, key=lambda r: (r[0], r[1]))[:SAMPLE_LINES]
+
+
+@dataclass
+class CorpusSums:
+    """Per-head sums over some sentences, all float64, that add up exactly: batch sums merged in any order give
+    the sums of the whole corpus, and `report()` turns them into the HeadReport.
+
+    stats: per statistic (sentence_stats), the sum over sentences of each sentence's value, (layers, heads);
+    'block' over sentence pairs only. JS: Σ P ln P, Σ P and Σ S ln S of JsParts; gram: the cosine Gram of the flat
+    maps; CKA: over every real token z (all heads' context vectors, heads·d_k), Σ z and Σ z zᵀ, the latter built
+    from each batch's own centred product (float32 on the device) plus its mean's outer products in float64.
+    """
+
+    n_layers: int
+    n_heads: int
+    read: int = 0  # input rows seen, analysed or skipped
+    sentences: int = 0
+    rows: int = 0  # query rows: real tokens of every sentence
+    pair_items: int = 0
+    truncated: int = 0
+    batches: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, np.ndarray] = field(default_factory=dict)
+    js_plogp: np.ndarray | None = None
+    js_mass: np.ndarray | None = None
+    js_slogs: np.ndarray | None = None
+    gram: np.ndarray | None = None
+    cka_count: int = 0
+    cka_total: np.ndarray | None = None
+    cka_moment: np.ndarray | None = None
+    sample: list[tuple[str, list[str]]] = field(default_factory=list)
+
+    ARRAYS = ("js_plogp", "js_mass", "js_slogs", "gram", "cka_total", "cka_moment")
+    COUNTS = ("read", "sentences", "rows", "pair_items", "truncated", "batches", "cka_count")
+
+    def merge(self, other: CorpusSums) -> CorpusSums:
+        """Add another batch's sums into these, in place; return self."""
+        if (other.n_layers, other.n_heads) != (self.n_layers, self.n_heads):
+            raise ValueError("sums of different models")
+        for k in self.COUNTS:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        for reason, n in other.skipped.items():
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+        for name, v in other.stats.items():
+            self.stats[name] = self.stats[name] + v if name in self.stats else v.copy()
+        for k in self.ARRAYS:
+            a, b = getattr(self, k), getattr(other, k)
+            if b is not None:
+                setattr(self, k, b.copy() if a is None else a + b)
+        self.sample = _sample(self.sample + other.sample)
+        return self
+
+    def __add__(self, other: CorpusSums) -> CorpusSums:
+        return replace(self, skipped=dict(self.skipped), stats=dict(self.stats), sample=list(self.sample)).merge(other)
+
+    def to_bytes(self) -> bytes:
+        """Return these sums as .npz bytes (no pickles): what a Ray actor sends the driver for one batch."""
+        meta = {k: getattr(self, k) for k in ("n_layers", "n_heads", *self.COUNTS)}
+        meta.update(skipped=self.skipped, sample=self.sample)
+        arrays = {f"stat.{k}": v for k, v in self.stats.items()}
+        arrays.update({k: getattr(self, k) for k in self.ARRAYS if getattr(self, k) is not None})
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # the stub reads **arrays as allow_pickle
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CorpusSums:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes())
+            sums = cls(n_layers=meta["n_layers"], n_heads=meta["n_heads"])
+            for k in cls.COUNTS:
+                setattr(sums, k, int(meta[k]))
+            sums.skipped = {str(k): int(v) for k, v in meta["skipped"].items()}
+            sums.sample = [(str(k), [str(t) for t in toks]) for k, toks in meta["sample"]]
+            for name in z.files:
+                if name.startswith("stat."):
+                    sums.stats[name[5:]] = z[name].astype(np.float64)
+                elif name in cls.ARRAYS:
+                    setattr(sums, name, z[name].astype(np.float64))
+        return sums
+
+    def cka(self) -> np.ndarray:
+        """Return linear CKA between heads over every token pooled, (heads, heads); NaN for a constant head."""
+        N = self.n_layers * self.n_heads
+        if self.cka_moment is None or self.cka_total is None or self.cka_count < 2:
+            return np.full((N, N), np.nan)
+        F_ = self.cka_total.shape[0]
+        D = F_ // N
+        mean = self.cka_total / self.cka_count
+        hsic = np.empty((N, N))
+        rows = max(1, (1 << 22) // (D * F_))  # heads per block: bounded memory even for BERT-base's 9216²
+        for a0 in range(0, N, rows):
+            a1 = min(N, a0 + rows)
+            part = slice(a0 * D, a1 * D)
+            C = self.cka_moment[part] - np.outer(self.cka_total[part], mean)  # rows of Σ (z − z̄)(z − z̄)ᵀ
+            hsic[a0:a1] = np.square(C.reshape(a1 - a0, D, N, D)).sum((1, 3))  # ‖Y_bᵀ X_a‖²_F
+        return _cka_from_hsic(torch.from_numpy(hsic)).numpy()
+
+    def report(self, encoder: Encoder, tokens: list | None = None) -> HeadReport:
+        """Return the HeadReport of these sums; tokens: every line's (a corpus in memory), else the sample's."""
+        if not self.sentences:
+            raise CorpusError("empty")
+        L, H = self.n_layers, self.n_heads
+        caps = encoder.capabilities
+        stats = {}
+        for k in STATS:
+            denom = self.pair_items if k == "block" else self.sentences
+            stats[k] = self.stats[k] / denom if denom else np.full((L, H), np.nan)
+        if caps.causal:  # row i of a causal model sees i + 1 keys: its normaliser is ln(i + 1), not ln n
+            stats["entropy_norm"] = stats["entropy_norm_causal"]
+        skipped = pairwise_refusal(L * H)
+        if skipped or self.js_slogs is None or self.gram is None:
+            empty = np.zeros((0, 0))
+            js, cosine, cka, order, coords, stress = empty, empty, empty, list(range(L * H)), None, 0.0
+        else:
+            assert self.js_plogp is not None and self.js_mass is not None
+            parts = JsParts(*(torch.from_numpy(a) for a in (self.js_plogp, self.js_mass, self.js_slogs)))
+            js = parts.matrix().numpy()
+            cosine = cosine_from_gram(torch.from_numpy(self.gram)).numpy()
+            cka = self.cka()
+            order = cluster_order(js)
+            coords, stress = mds(js / max(self.rows, 1))
+        report = HeadReport(
+            model=encoder.name,
+            n_layers=L,
+            n_heads=H,
+            sentences=self.sentences,
+            rows=self.rows,
+            pairs=self.pair_items > 0,
+            stats=stats,
+            cls_entropy=self.stats["cls_entropy"] / self.sentences,
+            labels=label_heads(stats, pairs=self.pair_items > 0, causal=caps.causal),
+            js=js,
+            cosine=cosine,
+            cka=cka,
+            tokens=list(tokens) if tokens is not None else [t for _, t in self.sample],
+            order=order,
+            coords=coords,
+            stress=stress,
+            causal=caps.causal,
+            pairwise_skipped=skipped,
+        )
+        return replace(report, group=caps.group_size) if caps.grouped else report
+
+    def input_json(self) -> dict[str, object]:
+        """Return the document's "input": rows read, sentences analysed, rows skipped by reason, rows truncated."""
+        return {
+            "rows": self.read,
+            "sentences": self.sentences,
+            "skipped": {k: self.skipped.get(k, 0) for k in SKIPPED},
+            "truncated": self.truncated,
+        }
+
+    def sample_json(self) -> dict[str, object]:
+        """Return the document's "tokens_sample": which lines `tokens` lists (a sample, not every line)."""
+        return {
+            "lines": len(self.sample),
+            "of": self.sentences,
+            "rule": f"the {SAMPLE_LINES} lines of smallest BLAKE2b-64 hash of their text, in that order",
+        }
+
+
+def chunk_sums(
+    encoder: Encoder,
+    lines: Sequence[Line],
+    mask: str | None = None,
+    progress: ProgressFn | None = None,
+    tokens_out: list[list[str]] | None = None,
+    read: int | None = None,
+    skipped: dict[str, int] | None = None,
+) -> CorpusSums:
+    """Return the CorpusSums of some lines: the one batch → sums function of every engine.
+
+    The lines run in length-sorted buckets (`buckets`) on the encoder's device; only float64 sums come back.
+    tokens_out: filled with every line's tokens (a corpus in memory); otherwise the sums keep a sample.
+    """
+    c = encoder.config
+    L, H = c.n_layers, c.n_heads
+    sums = CorpusSums(L, H, read=len(lines) if read is None else read, skipped=dict(skipped or {}), batches=1)
+    if not lines:
+        return sums
+    pairwise = not pairwise_refusal(L * H)
+    dev = encoder.device
+    f64 = torch.float64
+    stat: dict[str, torch.Tensor] = {}
+    js: list[torch.Tensor] | None = None
+    gram: torch.Tensor | None = None
+    total: torch.Tensor | None = None
+    moment: torch.Tensor | None = None
+    sample: list[tuple[str, list[str]]] = []
+    sep = encoder.tokenizer.sep_token or "[SEP]"
+    specials = frozenset(encoder.tokenizer.all_special_tokens)
+    done = 0
+    with torch.inference_mode():
+        for group in buckets(encoder, lines):
+            batch, tokens, cut = _batch(encoder, [lines[i] for i in group], mask)
+            sums.truncated += cut
+            for i, row, real in zip(group, tokens, batch.real.sum(-1).tolist(), strict=True):
+                shown = display_tokens(row[:real], encoder.capabilities.token_display)
+                if tokens_out is not None:
+                    tokens_out[i] = shown
+                else:
+                    sample.append((line_key(lines[i]), shown))
+            sample = _sample(sample)
+            res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, record=True)
+            assert res.record is not None  # record=True
+            attn = res.attentions
+            roles = Roles.of(tokens, batch.real, batch.token_type_ids, dev, sep, specials)
+            for k, v in sentence_stats(attn, roles).items():
+                t = torch.nansum(v.to(f64), 0) if k == "block" else v.to(f64).sum(0)
+                stat[k] = stat[k] + t if k in stat else t
+            sums.pair_items += int(roles.pair.sum())
+            sums.sentences += attn.shape[0]
+            sums.rows += int(roles.real.sum())
+            if pairwise:
+                maps, n = flat_maps(attn.float(), roles.real)
+                p = js_parts(maps, n)
+                js = [p.plogp, p.mass, p.slogs] if js is None else [js[0] + p.plogp, js[1] + p.mass, js[2] + p.slogs]
+                g = cosine_gram(maps)
+                gram = g if gram is None else gram + g
+                context = res.record.stacked("context").float()  # (B, layers, heads, seq, d_k)
+                B, _, _, _, D = context.shape
+                Z = context.permute(0, 3, 1, 2, 4)[roles.real].reshape(-1, L * H * D)  # (tokens, heads·d_k)
+                s64 = Z.sum(0, dtype=f64)
+                m32 = (s64 / Z.shape[0]).float()
+                Zc = Z - m32  # centred on this batch's mean: float32 keeps a near-constant head's small variance
+                sc = Zc.sum(0, dtype=f64)
+                m64 = m32.to(f64)
+                M = (Zc.T @ Zc).to(f64)  # Σ z zᵀ = Σ zc zcᵀ + m Σzcᵀ + Σzc mᵀ + n m mᵀ, exactly
+                M.addr_(m64, sc).addr_(sc, m64).addr_(m64, m64, alpha=float(Z.shape[0]))
+                moment = M if moment is None else moment.add_(M)
+                total = s64 if total is None else total + s64
+                sums.cka_count += Z.shape[0]
+            done += len(group)
+            if progress is not None:
+                progress(done / len(lines), f"{done:,} / {len(lines):,} lines, {len(lines) - done:,} to go")
+    sums.stats = {k: v.cpu().numpy() for k, v in stat.items()}
+    if js is not None:
+        sums.js_plogp, sums.js_mass, sums.js_slogs = (a.cpu().numpy() for a in js)
+    if gram is not None:
+        sums.gram = gram.cpu().numpy()
+    if total is not None and moment is not None:
+        sums.cka_total, sums.cka_moment = total.cpu().numpy(), moment.cpu().numpy()
+    sums.sample = sample
+    return sums
+
+
+def check_token_budget(sums: CorpusSums) -> None:
+    """Refuse a streamed corpus once its tokens pass ATTENTION_LENS_MAX_CORPUS_TOKENS (checked after each batch)."""
+    _require("max_corpus_tokens", sums.rows, "tokens")
+
+
+def stream_corpus(
+    encoder: Encoder,
+    path: str | Path,
+    mask: str | None = None,
+    batch_rows: int = BATCH_ROWS,
+    on_batch: Callable[[CorpusSums, CorpusSums], None] | None = None,
+) -> CorpusSums:
+    """Return the CorpusSums of a `--file` path on this machine: read in batches of `batch_rows` input rows, each
+    batch's sums (`chunk_sums`) added as it comes, so that memory does not grow with the corpus.
+
+    on_batch(batch, total) is called after each batch (progress).
+    """
+    c = encoder.config
+    total = CorpusSums(c.n_layers, c.n_heads)
+    for chunk in read_chunks(path, batch_rows):
+        part = chunk_sums(encoder, chunk.lines, mask, read=chunk.read, skipped=chunk.skipped)
+        total.merge(part)
+        check_token_budget(total)
+        if on_batch is not None:
+            on_batch(part, total)
+    return total
+
+
 def analyse_corpus(
     encoder: Encoder,
     lines: Sequence[Line],
@@ -183,34 +712,14 @@ def analyse_corpus(
 ) -> tuple[HeadReport, int]:
     """Return the HeadReport of a corpus and how many of its lines were truncated to the model's limit.
 
-    Every bucket runs on the encoder's device; only the summed statistics come back to the CPU.
+    The corpus is one chunk (`chunk_sums`, the same function the streaming engines run per batch), so every
+    line's tokens come back, in order. Every bucket runs on the encoder's device; only sums come to the CPU.
     """
     if not lines:
         raise CorpusError("empty")
-    c = encoder.config
-    acc = Accumulator(c.n_layers, c.n_heads, with_cka=True)
-    groups = buckets(encoder, lines)
-    done, truncated = 0, 0
-    tokens_by_line: list[list[str]] = [[] for _ in lines]
-    sep = encoder.tokenizer.sep_token or "[SEP]"
-    specials = frozenset(encoder.tokenizer.all_special_tokens)
-    with torch.inference_mode():
-        for group in groups:
-            batch, tokens, cut = _batch(encoder, [lines[i] for i in group], mask)
-            truncated += cut
-            for i, row, real in zip(group, tokens, batch.real.sum(-1).tolist(), strict=True):
-                tokens_by_line[i] = display_tokens(row[:real], encoder.capabilities.token_display)
-            res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, record=True)
-            assert res.record is not None  # record=True
-            context = res.record.stacked("context")  # (B, layers, heads, seq, d_k)
-            roles = Roles.of(tokens, batch.real, batch.token_type_ids, encoder.device, sep, specials)
-            acc.add(res.attentions, roles, context.float())
-            done += len(group)
-            if progress is not None:
-                progress(done / len(lines), f"{done:,} / {len(lines):,} lines, {len(lines) - done:,} to go")
-    caps = encoder.capabilities
-    report = acc.report(encoder.name, tokens=tokens_by_line, causal=caps.causal)
-    return (replace(report, group=caps.group_size) if caps.grouped else report), truncated
+    tokens: list[list[str]] = [[] for _ in lines]
+    sums = chunk_sums(encoder, lines, mask, progress=progress, tokens_out=tokens)
+    return sums.report(encoder, tokens=tokens), sums.truncated
 
 
 def corpus_importance(
@@ -291,3 +800,119 @@ def our_published_figures(report: HeadReport) -> dict[str, object]:
         "last_cls_entropy": float(np.mean(report.cls_entropy[-1])),
         "tokens_per_sentence": report.rows / max(report.sentences, 1),
     }
+
+
+# ---- a statistics document that `stats --out` wrote, opened again (the Corpus page) --------------------------
+
+STATS_FILE_HEADS = 1024  # heads a statistics document may describe (the pairwise budget's default)
+
+
+class StatsFileError(InputError):
+    """A statistics document that is not one `stats --out` writes: one line says why."""
+
+
+def _matrix_of(value: object, n: int, what: str, cols: int | None = None) -> np.ndarray:
+    """Return a JSON list of lists of numbers (None = NaN) as an (n, cols or n) float64 array; refuse anything else."""
+    shape = (n, n if cols is None else cols)
+    if not isinstance(value, list) or len(value) != shape[0] or not all(isinstance(r, list) for r in value):
+        raise StatsFileError(f"the statistics file's {what} is not {shape[0]} × {shape[1]}")
+    arr = np.empty(shape, dtype=object)
+    try:
+        arr[:] = value
+    except ValueError:
+        raise StatsFileError(f"the statistics file's {what} is not {shape[0]} × {shape[1]}") from None
+    if not all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in arr.ravel()):
+        raise StatsFileError(f"the statistics file's {what} holds something other than numbers")
+    return np.array([[np.nan if v is None else float(v) for v in row] for row in arr], dtype=np.float64)
+
+
+def report_from_document(data: bytes, name: str = "the statistics file") -> HeadReport:
+    """Return the HeadReport a `stats --out` JSON document describes, read within limits (models.files.load_json).
+
+    Statistics, labels and redundancy are the file's; the clustering and the map of heads are computed from its
+    JS matrix, as for a corpus analysed here. A document that is not one is refused with one line.
+    """
+    from ..files import load_json
+
+    heads_max = int(settings.limit("pair_heads"))
+    doc = load_json(data, name, max_values=4 * heads_max * heads_max + 4_000_000, max_keys=64)
+    if not isinstance(doc, dict) or not isinstance(doc.get("heads"), list) or not doc["heads"]:
+        raise StatsFileError(f"{name} is not a statistics document of `python -m models stats` (no heads)")
+    heads = doc["heads"]
+    if len(heads) > max(heads_max, STATS_FILE_HEADS):
+        raise StatsFileError(f"{name} describes {len(heads):,} heads; at most {heads_max:,} are read")
+    if not all(isinstance(h, dict) for h in heads):
+        raise StatsFileError(f"{name}: every head must be an object")
+    try:
+        layers = [int(h["layer"]) for h in heads]
+        cols = [int(h["head"]) for h in heads]
+    except (KeyError, TypeError, ValueError):
+        raise StatsFileError(f"{name}: every head needs an integer layer and head") from None
+    L, H = max(layers) + 1, max(cols) + 1
+    if (
+        min(layers) < 0
+        or min(cols) < 0
+        or [(li, hi) for li, hi in zip(layers, cols, strict=True)] != [(i // H, i % H) for i in range(L * H)]
+    ):
+        raise StatsFileError(f"{name}: heads must be every (layer, head) in layer-major order")
+    causal = doc.get("kind") == "decoder"
+    allowed = set(DECODER_LABELS if causal else LABELS)
+    stats: dict[str, np.ndarray] = {}
+    for k in STATS:
+        values = [h.get(k) for h in heads]
+        if not all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values):
+            raise StatsFileError(f"{name}: the statistic {k} holds something other than numbers")
+        stats[k] = np.array([np.nan if v is None else float(v) for v in values]).reshape(L, H)
+    labels = [h.get("label") for h in heads]
+    if not all(isinstance(v, str) and v in allowed for v in labels):
+        raise StatsFileError(f"{name}: a head's label is not one of {', '.join(sorted(allowed))}")
+    counts = []
+    for key in ("sentences", "rows"):
+        v = doc.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise StatsFileError(f"{name}: {key} must be a positive integer")
+        counts.append(v)
+    N = L * H
+    red = doc.get("redundancy")
+    if red is None:
+        js = cosine = cka = np.zeros((0, 0))
+        skipped = str(doc.get("redundancy_skipped") or "no redundancy in the file")[:500]
+        order, coords, stress = list(range(N)), None, 0.0
+    elif isinstance(red, dict):
+        js, cosine = _matrix_of(red.get("js"), N, "JS matrix"), _matrix_of(red.get("cosine"), N, "cosine matrix")
+        cka = _matrix_of(red.get("cka"), N, "CKA matrix") if red.get("cka") is not None else np.full((N, N), np.nan)
+        if not np.isfinite(js).all() or (js < 0).any():
+            raise StatsFileError(f"{name}: the JS matrix must hold finite divergences ≥ 0")
+        skipped, order = "", cluster_order(js)
+        coords, stress = mds(js / counts[1])
+    else:
+        raise StatsFileError(f"{name}: redundancy must be an object or null")
+    induction = None
+    if any("induction" in h for h in heads):
+        induction = np.array([float(h.get("induction") or 0.0) for h in heads]).reshape(L, H)
+    cls_entropy = np.full((L, H), np.nan)
+    if doc.get("cls_entropy") is not None:
+        cls_entropy = _matrix_of(doc["cls_entropy"], L, "cls_entropy", cols=H)
+    given = doc.get("tokens")
+    tokens: list = given if isinstance(given, list) else []
+    return HeadReport(
+        model=str(doc.get("model") or "?")[:200],
+        n_layers=L,
+        n_heads=H,
+        sentences=counts[0],
+        rows=counts[1],
+        pairs=bool(np.isfinite(stats["block"]).any()),
+        stats=stats,
+        cls_entropy=cls_entropy,
+        labels=np.array(labels, dtype=object).reshape(L, H).astype(str),
+        js=js,
+        cosine=cosine,
+        cka=cka,
+        tokens=tokens,
+        order=order,
+        coords=coords,
+        stress=stress,
+        causal=causal,
+        induction=induction,
+        pairwise_skipped=skipped,
+    )

@@ -3,6 +3,7 @@
     python -m models stats --model minilm --text "The cat sat on the mat." --json
     python -m models stats --model ./bert-base-uncased --file corpus.txt --json --out stats.json
     python -m models stats --attentions attn.pt --json          # maps saved from any model, no model needed
+    python -m models stats --model minilm --file corpus/ --engine ray --workers 2 --out stats.json   # at scale
 
 The JSON: {"model", "tokens", "sentences", "rows", "heads": [{"layer", "head", "entropy", "entropy_norm",
 "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", ["block",] "label"}, …],
@@ -11,7 +12,9 @@ heads are too many to compare pairwise), "thresholds", "importance", "importance
 "removal", "kind"}. With --attentions the fields that need the model are null (importance, importance_measure,
 removal, redundancy.cka), "kind" follows the detected causality and cross-attention adds "k_tokens".
 Layers and heads are 0-based, heads in layer-major order (index = layer · heads + head), and
-every matrix in that same order. Definitions: docs/METRICS.md.
+every matrix in that same order. Definitions: docs/METRICS.md. With --file the document adds "input" (rows read,
+skipped, truncated), "tokens_sample" (tokens lists a sample of lines), "engine", "cls_entropy" and "d_model"
+(models/cli/stats_corpus.py; docs/corpus-at-scale.md).
 """
 
 from __future__ import annotations
@@ -22,15 +25,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..analysis.corpus import IMPORTANCE_SENTENCES, analyse_corpus, corpus_importance, read_corpus_file
+from ..analysis.corpus import corpus_files
 from ..analysis.heads import analyse, analyse_maps, closest_pairs
 from ..analysis.importance import head_importance
 from ..analysis.induction import induction_scores
 from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
-from ..files import read_user_file
 from ..weights import load_encoder
 from .common import add_model_args, fit_to_positions, integer, text_of
+from .stats_corpus import add_engine_args, check_engine_args, run_corpus
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
 
@@ -46,7 +49,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     src.add_argument(
         "--text-file", help="one long text from a UTF-8 file (up to the model's positions; maps made on demand)"
     )
-    src.add_argument("--file", help="a UTF-8 text file, one sentence per line (A<TAB>B for a sentence pair)")
+    src.add_argument(
+        "--file",
+        help="a corpus: .txt (one sentence a line, A<TAB>B for a pair), .jsonl ({text, text_b}), .parquet or a folder",
+    )
     src.add_argument(
         "--attentions",
         metavar="FILE",
@@ -64,6 +70,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="with --file: importance over the first N lines (default 50; it runs many passes per line)",
     )
+    add_engine_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,14 +80,19 @@ def run(args: argparse.Namespace) -> int:
         raise StatsUsageError("stats: --importance-sentences must be at least 1")
     if args.attentions:
         return _run_file(args)
-    lines = None
+    if problem := check_engine_args(args):
+        raise StatsUsageError(problem)
     if args.file:
-        path = Path(args.file)
-        lines = read_corpus_file(read_user_file(path, "the corpus file"), str(path))
+        corpus_files(args.file)  # a missing path, a device or a folder without a corpus: before the model loads
+        if args.engine == "ray":
+            from ..analysis.corpus_ray import import_ray
+
+            import_ray()  # without Ray: one line that says how to install it
 
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []
-    if lines is None:
+    extra: dict[str, Any] = {}
+    if not args.file:
         text = fit_to_positions(enc, text_of(args), args.text_b)  # a 10⁵-token text is not tokenized whole
         # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
         internals = enc.fits_dense(text, args.text_b)
@@ -96,16 +108,10 @@ def run(args: argparse.Namespace) -> int:
         if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
         importance = None if args.no_importance else head_importance(enc, out)
-    else:
-        report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
+    else:  # a corpus, streamed by the local or the Ray engine (models/cli/stats_corpus.py)
+        report, importance, extra = run_corpus(args, enc, notes)
         if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
-        if truncated:
-            notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
-        limit = args.importance_sentences or IMPORTANCE_SENTENCES
-        importance = None if args.no_importance else corpus_importance(enc, lines, mask=args.mask, limit=limit)
-        if importance is not None:
-            notes += importance.notes
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
 
@@ -117,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         if importance.curve is not None:
             c = importance.curve
             doc["removal"] = {"k": c.ks, "least_first": c.least_first, "most_first": c.most_first, "unit": c.unit}
+    doc.update(extra)
     _print(args, doc, report, importance)
     return 0
 
@@ -158,10 +165,6 @@ def _print(args: argparse.Namespace, doc: dict[str, Any], report: Any, importanc
             print(text)
     else:
         print(_table(report, importance))
-
-
-def _progress(fraction: float, what: str) -> None:
-    print(f"\r{100 * fraction:5.1f} %  {what}", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
 
 
 # The table's columns: (JSON field, heading), as docs/METRICS.md defines them for each kind of map. A causal

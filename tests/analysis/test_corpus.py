@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -209,7 +210,7 @@ def test_corpus_importance_streams_in_batches_too(minilm, monkeypatch):
     assert small.sentences == one.sentences == 20
 
 
-def test_every_refusal_has_a_code_and_the_budget_in_its_words(monkeypatch):
+def test_every_refusal_has_a_code_and_the_budget_in_its_words(monkeypatch, tmp_path):
     from models.analysis.corpus import MESSAGES, CorpusBudgetError, CorpusError
     from models.errors import BudgetError
 
@@ -236,6 +237,15 @@ def test_every_refusal_has_a_code_and_the_budget_in_its_words(monkeypatch):
         read_corpus("one\ntwo\n")
     assert isinstance(err.value, BudgetError) and "ATTENTION_LENS_MAX_CORPUS_TOKENS allows 5 tokens" in str(err.value)
     seen[err.value.code] = err.value
+    from models.analysis.corpus import corpus_files, parquet_columns
+
+    with pytest.raises(CorpusError) as err:
+        corpus_files(tmp_path)  # a folder without a .txt, .jsonl or .parquet file
+    seen[err.value.code] = err.value
+    (tmp_path / "x.parquet").write_text("not parquet")
+    with pytest.raises(CorpusError) as err:
+        parquet_columns(tmp_path / "x.parquet")
+    seen[err.value.code] = err.value
     assert set(seen) == set(MESSAGES) - {"tokens"}  # "tokens" needs the tokenizer: the next test
     for code, e in seen.items():
         assert str(e) == MESSAGES[code].format(**e.values)
@@ -249,3 +259,156 @@ def test_the_corpus_token_budget_still_bounds_the_whole_corpus(minilm, monkeypat
     with pytest.raises(CorpusBudgetError) as err:
         analyse_corpus(minilm, lines)
     assert err.value.code == "tokens" and err.value.values["cap"] == "500"
+
+
+# ---- a corpus at any scale (issue 36): readers, exactly reducible sums --------------------------------------
+
+ROWS = [("The cat sat on the mat.", None), ("Dogs bark at night, loudly.", None), ("A pair starts here.", "And ends.")]
+
+
+def _write_all_formats(folder: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    (folder / "a.txt").write_text("".join(f"{a}\t{b}\n" if b else f"{a}\n" for a, b in ROWS[:2]))
+    (folder / "b.jsonl").write_text(json.dumps({"text": ROWS[2][0], "text_b": ROWS[2][1]}) + "\n")
+    pq.write_table(pa.table({"text": [ROWS[0][0]], "text_b": [None]}), folder / "c.parquet")
+    (folder / "notes.md").write_text("not a corpus file: ignored")
+
+
+def test_every_format_and_a_folder_read_the_same_lines(tmp_path):
+    from models.analysis.corpus import count_rows, read_chunks
+
+    _write_all_formats(tmp_path / "corpus")
+    chunks = list(read_chunks(tmp_path / "corpus", batch_rows=2))
+    assert [c.read for c in chunks] == [2, 2]  # batches of input rows, across files
+    lines = [ln for c in chunks for ln in c.lines]
+    assert lines == [Line(*ROWS[0]), Line(*ROWS[1]), Line(*ROWS[2]), Line(ROWS[0][0])]
+    assert count_rows(tmp_path / "corpus") == 4
+
+
+def test_bad_rows_are_counted_never_fatal(tmp_path, monkeypatch):
+    from models.analysis.corpus import read_chunks
+
+    monkeypatch.setenv("ATTENTION_LENS_MAX_TEXT_CHARS", "400")  # lines of 3,424 bytes are read, longer ones skipped
+    (tmp_path / "c.txt").write_bytes(
+        b"\xef\xbb\xbfFirst line.\n\n   \t  \ncaf\xe9 in Latin-1\n"
+        + b"x" * 500
+        + b"\n"
+        + b"y" * 5000
+        + b"\nLast.\tPair."
+    )
+    (tmp_path / "d.jsonl").write_bytes(
+        b'{"text": "Good."}\n{"text": 3}\n[1, 2]\nnot json\n{"text": "\\ud800"}\n{"text": ""}\n'
+        + b"[" * 1500
+        + b"]" * 1500
+        + b"\n"
+    )
+    chunk = next(iter(read_chunks(tmp_path, batch_rows=1000)))
+    assert chunk.lines == [Line("First line."), Line("Last.", "Pair."), Line("Good.")]
+    assert chunk.skipped == {"empty": 3, "undecodable": 2, "too_long": 2, "malformed": 4}
+    assert chunk.read == 3 + sum(chunk.skipped.values())
+
+
+def test_a_binary_file_in_a_corpus_is_refused(tmp_path):
+    from models.analysis.corpus import CorpusError, read_chunks
+
+    (tmp_path / "x.txt").write_bytes(b"\x89PNG\x00\x00")
+    with pytest.raises(CorpusError, match="not a text file"):
+        list(read_chunks(tmp_path / "x.txt"))
+
+
+def assert_same_statistics(a, b, tol: float = 1e-6) -> None:
+    """Every per-head statistic, label and redundancy matrix of two reports equal to `tol` (JS per query row)."""
+    assert (a.sentences, a.rows, a.pairs) == (b.sentences, b.rows, b.pairs)
+    for k in STATS:
+        np.testing.assert_allclose(a.stats[k], b.stats[k], rtol=0, atol=tol, err_msg=k)
+    np.testing.assert_allclose(a.cls_entropy, b.cls_entropy, rtol=0, atol=tol)
+    assert (a.labels == b.labels).all()
+    for name in ("js_per_row", "cosine", "cka"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=tol, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def batch_sums(minilm):
+    from models.analysis.corpus import chunk_sums
+
+    lines = read_corpus(EXAMPLE.read_text(encoding="utf-8"))[:24]
+    return (
+        lines,
+        [chunk_sums(minilm, lines[i : i + 5]) for i in range(0, len(lines), 5)],
+        analyse_corpus(minilm, lines)[0],
+    )
+
+
+def test_batch_sums_reduce_exactly_in_any_order(minilm, batch_sums):
+    """Sums of 5 batches added in shuffled orders: the same to 1e-12, and the statistics of one batch to 1e-6."""
+    import random
+
+    from models.analysis.corpus import CorpusSums
+
+    lines, parts, one = batch_sums
+    reports = []
+    for seed in range(3):
+        order = list(parts)
+        random.Random(seed).shuffle(order)
+        total = CorpusSums(6, 12)
+        for p in order:
+            total.merge(p)
+        assert total.batches == 5 and total.read == total.sentences == 24
+        reports.append(total.report(minilm))
+    for r in reports[1:]:
+        assert_same_statistics(r, reports[0], tol=1e-12)
+    assert_same_statistics(reports[0], one)
+    assert total.input_json() == {
+        "rows": 24,
+        "sentences": 24,
+        "skipped": {"empty": 0, "undecodable": 0, "malformed": 0, "too_long": 0},
+        "truncated": 0,
+    }
+    assert len(total.sample) == 24 and [k for k, _ in total.sample] == sorted(k for k, _ in total.sample)
+
+
+@pytest.mark.parametrize("bug", ["dropped", "twice", "mean_of_means"])
+def test_a_wrong_reduction_is_caught(minilm, batch_sums, bug):
+    """The comparison the engines' tests make fails for a dropped batch, a batch counted twice or a wrong reduction."""
+    from models.analysis.corpus import CorpusSums
+
+    lines, parts, one = batch_sums
+    total = CorpusSums(6, 12)
+    for i, p in enumerate(parts):
+        if bug == "dropped" and i == 2:
+            continue
+        total.merge(p)
+        if bug == "twice" and i == 2:
+            total.merge(p)
+    if bug == "mean_of_means":  # each batch's statistics averaged, batches weighted alike: not the corpus mean
+        for k in total.stats:
+            total.stats[k] = sum(p.stats[k] / (p.pair_items if k == "block" else p.sentences) for p in parts) / 5
+            total.stats[k] *= total.pair_items if k == "block" else total.sentences
+    with pytest.raises(AssertionError):
+        assert_same_statistics(total.report(minilm), one)
+
+
+def test_sums_travel_as_npz_bytes_without_pickles(batch_sums):
+    from models.analysis.corpus import CorpusSums
+
+    _, parts, _ = batch_sums
+    back = CorpusSums.from_bytes(parts[0].to_bytes())
+    for k in ("sentences", "rows", "pair_items", "read", "cka_count"):
+        assert getattr(back, k) == getattr(parts[0], k)
+    for k in CorpusSums.ARRAYS:
+        np.testing.assert_array_equal(getattr(back, k), getattr(parts[0], k))
+    assert back.stats.keys() == parts[0].stats.keys() and back.sample == parts[0].sample
+
+
+def test_the_local_engine_streams_a_file_to_the_statistics_of_one_batch(minilm, tmp_path):
+    from models.analysis.corpus import stream_corpus
+
+    lines = read_corpus(EXAMPLE.read_text(encoding="utf-8"))[:24]
+    (tmp_path / "c.txt").write_text("\n".join(f"{ln.text}\t{ln.text_b}" if ln.text_b else ln.text for ln in lines))
+    seen = []
+    sums = stream_corpus(minilm, tmp_path / "c.txt", batch_rows=7, on_batch=lambda part, total: seen.append(total.read))
+    assert seen == [7, 14, 21, 24] and sums.batches == 4
+    assert_same_statistics(sums.report(minilm), analyse_corpus(minilm, lines)[0])

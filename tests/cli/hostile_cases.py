@@ -45,6 +45,12 @@ def _check(mask: str, expect: str = "causal", text: str = TEXT) -> list[str]:
     return ["check-mask", "--text", text, "--mask", mask, "--convention", "keep", "--expect", expect]
 
 
+def _empty_dir(tmp: Path) -> Path:
+    """A folder that holds no .txt, .jsonl or .parquet file (`stats --file` reads a folder of those)."""
+    (tmp / "no-corpus").mkdir(exist_ok=True)
+    return tmp / "no-corpus"
+
+
 def _npy_header_only(path: Path, shape: tuple[int, ...]) -> Path:
     """An .npy whose header claims `shape` (float32) but holds 16 bytes of data."""
     with open(path, "wb") as f:
@@ -111,7 +117,7 @@ def build(tmp: Path) -> list[Case]:
         Case("stdout to /dev/full", ["info"], r"cannot write the output: No space left", stdout="/dev/full"),
         Case("stats --file /dev/zero", ["stats", "--file", "/dev/zero"], r"not a regular file"),
         Case("stats --file FIFO", ["stats", "--file", str(fifo)], r"not a regular file", timeout=60),
-        Case("stats --file a folder", ["stats", "--file", str(tmp)], r"it is a folder"),
+        Case("stats --file a folder without a corpus", ["stats", "--file", str(_empty_dir(tmp))], r"holds no \.txt"),
         Case(
             "expression: 43 tensors of 4096x4096",
             _check(tuple43),

@@ -93,3 +93,102 @@ def test_a_pickled_payload_exits_2_and_never_runs(tmp_path, capsys):
     assert main(["stats", "--attentions", str(tmp_path / "evil.pt"), "--json"]) == 2
     assert "pickled objects are never run" in capsys.readouterr().err
     assert not marker.exists()
+
+
+# ---- `stats --file` at any scale (issue 36): formats, bad rows, engines --------------------------------------
+
+
+def test_a_folder_of_jsonl_and_parquet_gives_the_document_of_the_same_txt(tmp_path, capsys):
+    """The document keeps its fields and adds "input", "tokens_sample" and "engine"; bad rows are counted."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [("The cat sat on the mat.", None), ("A first half.", "A second half."), ("Dogs bark.", None)]
+    (tmp_path / "one.txt").write_text("".join(f"{a}\t{b}\n" if b else f"{a}\n" for a, b in rows))
+    folder = tmp_path / "many"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(
+        json.dumps({"text": rows[0][0]}) + "\n" + json.dumps({"text": rows[1][0], "text_b": rows[1][1]}) + "\n{oops\n"
+    )
+    pq.write_table(pa.table({"text": [rows[2][0], None]}), folder / "b.parquet")
+    one = run_json(capsys, "--file", str(tmp_path / "one.txt"), "--no-importance")
+    many = run_json(capsys, "--file", str(folder), "--no-importance", "--batch-size", "2")
+    assert one["input"] == {
+        "rows": 3,
+        "sentences": 3,
+        "skipped": {"empty": 0, "undecodable": 0, "malformed": 0, "too_long": 0},
+        "truncated": 0,
+    }
+    assert many["input"]["rows"] == 5 and many["input"]["skipped"] == {
+        "empty": 1,
+        "undecodable": 0,
+        "malformed": 1,
+        "too_long": 0,
+    }
+    assert one["engine"] == {"name": "local", "workers": 1, "batches": 1}
+    assert many["engine"] == {"name": "local", "workers": 1, "batches": 3}
+    assert many["tokens_sample"]["lines"] == 3 and many["tokens_sample"]["of"] == 3
+    assert many["tokens"] == one["tokens"] and many["sentences"] == 3 and many["rows"] == one["rows"]
+    for a, b in zip(one["heads"], many["heads"], strict=True):
+        assert a["label"] == b["label"]
+        for k, v in a.items():
+            if isinstance(v, float):
+                assert b[k] == pytest.approx(v, abs=2e-6), k  # 1e-6, and the document's rounding to 6 decimals
+    np.testing.assert_allclose(many["redundancy"]["js_per_row"], one["redundancy"]["js_per_row"], atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--engine", "ray", "--text", "hi"], "go with --file"),
+        (["--workers", "2"], "go with --engine ray"),
+        (["--batch-size", "0"], "--batch-size must be between 1 and 1,000,000"),
+        (["--engine", "ray", "--workers", "0"], "--workers must be between 1 and 1,000,000"),
+    ],
+)
+def test_engine_options_are_checked_in_one_line(tmp_path, capsys, extra, message):
+    (tmp_path / "c.txt").write_text("One.\nTwo.\n")
+    args = ["stats", "--no-importance", *extra]
+    if "--text" not in extra:
+        args += ["--file", str(tmp_path / "c.txt")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_without_ray_the_engine_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    (tmp_path / "c.txt").write_text("One.\n")
+    assert main(["stats", "--file", str(tmp_path / "c.txt"), "--engine", "ray", "--no-importance"]) == 2
+    err = capsys.readouterr().err
+    assert 'pip install -e ".[scale]"' in err and err.count("\n") == 1
+
+
+def test_a_folder_without_a_corpus_file_is_refused(tmp_path, capsys):
+    (tmp_path / "notes.md").write_text("# not a corpus")
+    assert main(["stats", "--file", str(tmp_path), "--no-importance"]) == 2
+    assert "holds no .txt, .jsonl or .parquet file" in capsys.readouterr().err
+
+
+def test_a_written_document_opens_again_as_the_same_report(tmp_path, minilm):
+    """`stats --out` then report_from_document: the statistics, labels and redundancy of analysing it here."""
+    from models.analysis.corpus import analyse_corpus, read_corpus, report_from_document
+    from models.analysis.heads import STATS
+
+    text = "The cat sat on the mat.\nA first half.\tA second half.\nDogs bark at night.\n"
+    (tmp_path / "c.txt").write_text(text)
+    out = tmp_path / "s.json"
+    assert main(["stats", "--file", str(tmp_path / "c.txt"), "--no-importance", "--out", str(out)]) == 0
+    opened = report_from_document(out.read_bytes())
+    here, _ = analyse_corpus(minilm, read_corpus(text))
+    assert (opened.sentences, opened.rows, opened.pairs) == (here.sentences, here.rows, here.pairs)
+    for k in ("entropy", "entropy_norm", "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance"):
+        assert k in STATS
+        np.testing.assert_allclose(opened.stats[k], here.stats[k], atol=2e-6, err_msg=k)  # 6 decimals in the file
+    np.testing.assert_allclose(opened.cls_entropy, here.cls_entropy, atol=2e-6)
+    assert (opened.labels == here.labels).all()
+    for name in ("js", "cosine", "cka"):
+        np.testing.assert_allclose(getattr(opened, name), getattr(here, name), atol=2e-6, err_msg=name)
+    assert opened.order == here.order

@@ -1,0 +1,76 @@
+"""`--engine ray` on a local Ray with 2 CPUs: the local engine's statistics, whatever order batches finish in,
+with an actor killed mid-run. Small corpora and minilm: the module runs in about two minutes on 2 busy cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from models.analysis.corpus import CorpusSums, read_corpus, stream_corpus  # noqa: E402
+from models.analysis.corpus_ray import run_ray  # noqa: E402
+from tests.analysis.test_corpus import EXAMPLE, assert_same_statistics  # noqa: E402
+
+pytestmark = pytest.mark.long
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, minilm):
+    """24 lines in three formats (with two bad rows), and the local engine's sums of them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lines = read_corpus(EXAMPLE.read_text(encoding="utf-8"))[:24]
+    folder = tmp_path_factory.mktemp("corpus")
+    text = "".join(f"{ln.text}\t{ln.text_b}\n" if ln.text_b else f"{ln.text}\n" for ln in lines[:12])
+    (folder / "a.txt").write_bytes(text.encode() + b"\n\xff\xfe not UTF-8\n")
+    (folder / "b.jsonl").write_text(
+        "".join(json.dumps({"text": ln.text, "text_b": ln.text_b}) + "\n" for ln in lines[12:18])
+    )
+    pq.write_table(
+        pa.table({"text": [ln.text for ln in lines[18:]], "text_b": [ln.text_b for ln in lines[18:]]}),
+        folder / "c.parquet",
+    )
+    return folder, stream_corpus(minilm, folder, batch_rows=5)
+
+
+def _same(sums: CorpusSums, local: CorpusSums, minilm) -> None:
+    assert sums.input_json() == local.input_json()
+    assert sums.input_json()["skipped"]["empty"] == 1 and sums.input_json()["skipped"]["undecodable"] == 1
+    assert sums.sample == local.sample  # the tokens sample: the same lines, in the same order
+    assert_same_statistics(sums.report(minilm), local.report(minilm))
+
+
+def test_ray_gives_the_local_engines_statistics(local_ray, corpus, minilm):
+    folder, local = corpus
+    pids: set[int] = set()
+    sums = run_ray("minilm", folder, 6, 12, workers=2, batch_rows=5, on_batch=lambda p, t, pid: pids.add(pid))
+    assert sums.batches >= 5 and sums.read == local.read == 26
+    _same(sums, local, minilm)
+
+
+def test_a_killed_actor_is_retried_and_the_result_is_unchanged(local_ray, corpus, minilm):
+    folder, local = corpus
+    pids: list[int] = []
+
+    def kill_the_first(part: CorpusSums, total: CorpusSums, pid: int) -> None:
+        if not pids:
+            os.kill(pid, signal.SIGKILL)  # mid-run: its queued batches have not run yet
+        pids.append(pid)
+
+    sums = run_ray("minilm", folder, 6, 12, workers=1, batch_rows=4, on_batch=kill_the_first)
+    assert len(set(pids)) >= 2  # a restarted actor finished the run
+    _same(sums, local, minilm)
