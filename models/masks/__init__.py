@@ -35,6 +35,7 @@ from .conventions import (
 from .expectations import EXPECT_HELP, Expectation
 from .expectations import parse as parse_expectation
 from .expressions import evaluate
+from .predicates import Predicate, as_predicate, materialise
 from .sources import load_mask_bytes, load_mask_file, looks_like_file, resolve
 
 __all__ = [
@@ -68,6 +69,9 @@ __all__ = [
     "Expectation",
     "EXPECT_HELP",
     "place",
+    "Predicate",
+    "as_predicate",
+    "materialise",
     "prefix_keep",
     "read_as",
     "resolve",
