@@ -30,6 +30,7 @@ from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..files import read_user_file
 from ..weights import load_encoder
+from .check_mask import user_mask
 from .common import add_model_args, text_of
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
@@ -54,7 +55,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--item", type=int, default=0, help="with --attentions: which item of a batched file (from 0)")
     p.add_argument("--text-b", default=None, help="optional second sentence, with --text")
-    p.add_argument("--mask", default=None, help="bidirectional (default), causal, window:W or prefix:P")
+    p.add_argument(
+        "--mask",
+        default=None,
+        help="bidirectional (default), causal, window:W, prefix:P, a predicate over q_idx and kv_idx such as "
+        "'(kv_idx <= q_idx) & (q_idx - kv_idx < 4)', or FILE.py:NAME (a mask_mod, a transformers mask function "
+        "or a BlockMask; importing the file runs its code)",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON document (otherwise a table for people)")
     p.add_argument("--out", default=None, help="write the JSON to this file instead of stdout")
     p.add_argument("--no-importance", action="store_true", help="skip head importance (the slow part)")
@@ -78,13 +85,14 @@ def run(args: argparse.Namespace) -> int:
         path = Path(args.file)
         lines = read_corpus_file(read_user_file(path, "the corpus file"), str(path))
 
+    mask: Any = user_mask(args.mask)  # a name, or a predicate made into each text's keep by the encoder
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []
     if lines is None:
         text = text_of(args)
         # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
         internals = enc.fits_dense(text, args.text_b)
-        out = enc.encode(text, args.text_b, mask=args.mask, internals=internals, hidden=internals)
+        out = enc.encode(text, args.text_b, mask=mask, internals=internals, hidden=internals)
         if not internals:
             notes.append(
                 f"{out.seq} tokens: maps made on demand; statistics are exact, redundancy on maps pooled "
@@ -97,13 +105,13 @@ def run(args: argparse.Namespace) -> int:
             report = report.with_induction(induction_scores(enc))
         importance = None if args.no_importance else head_importance(enc, out)
     else:
-        report, truncated = analyse_corpus(enc, lines, mask=args.mask, progress=_progress if not args.json else None)
+        report, truncated = analyse_corpus(enc, lines, mask=mask, progress=_progress if not args.json else None)
         if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
         if truncated:
             notes.append(f"{truncated} line(s) were truncated to the model's {enc.max_tokens} tokens")
         limit = args.importance_sentences or IMPORTANCE_SENTENCES
-        importance = None if args.no_importance else corpus_importance(enc, lines, mask=args.mask, limit=limit)
+        importance = None if args.no_importance else corpus_importance(enc, lines, mask=mask, limit=limit)
         if importance is not None:
             notes += importance.notes
     for note in notes:

@@ -99,17 +99,18 @@ def from_callable(obj: Any, name: str | None = None) -> Target:
     return Target(fn, label, takes, module=obj if isinstance(obj, nn.Module) else None)
 
 
-def load_file_target(spec: str) -> Target:
-    """Return the Target for 'FILE.py:NAME' (an instance or function) or 'FILE.py:NAME()' (called first).
+def load_file_object(spec: str, what: str = "target") -> tuple[Any, str]:
+    """Return (the object, its label) for 'FILE.py:NAME', or 'FILE.py:NAME()' (called first).
 
-    The file's folder goes on sys.path so that it can import its neighbours. Importing runs the file's code.
+    The file's folder goes on sys.path so that it can import its neighbours. Importing runs the file's code: the
+    command line only (check-attention --target, check-mask --mask), never the web app.
     """
     m = _FILE_TARGET.match(spec.strip())
     if not m:
-        raise TargetError(f"target {spec!r}: use FILE.py:NAME, FILE.py:NAME() or hf:FOLDER_OR_ID")
+        raise TargetError(f"{what} {spec!r}: use FILE.py:NAME or FILE.py:NAME()")
     path = Path(m["file"]).expanduser().resolve()
     if not path.is_file():
-        raise TargetError(f"target file {m['file']} does not exist")
+        raise TargetError(f"{what} file {m['file']} does not exist")
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -138,8 +139,26 @@ def load_file_target(spec: str) -> Target:
         except Exception as err:  # noqa: BLE001 — user code
             raise TargetError(f"calling {m['name']}() raised {one_line(err, 330, with_type=True)}") from None
         label += "()"
-    elif isinstance(obj, type):
-        raise TargetError(f"{m['name']} in {path.name} is a class: write {label}() to build it first")
+    return obj, label
+
+
+def is_file_object(spec: object) -> bool:
+    """Return True for 'FILE.py:NAME' or 'FILE.py:NAME()' (an object in a Python file)."""
+    return isinstance(spec, str) and bool(_FILE_TARGET.match(spec.strip()))
+
+
+def load_file_target(spec: str) -> Target:
+    """Return the Target for 'FILE.py:NAME' (an instance or function) or 'FILE.py:NAME()' (called first).
+
+    The file's folder goes on sys.path so that it can import its neighbours. Importing runs the file's code.
+    """
+    if not _FILE_TARGET.match(spec.strip()):
+        raise TargetError(f"target {spec!r}: use FILE.py:NAME, FILE.py:NAME() or hf:FOLDER_OR_ID")
+    obj, label = load_file_object(spec)
+    if isinstance(obj, type):
+        raise TargetError(
+            f"{label.rsplit(':', 1)[1]} in {Path(label.rsplit(':', 1)[0]).name} is a class: write {label}() to build it first"
+        )
     return from_callable(obj, label)
 
 

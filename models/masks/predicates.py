@@ -36,8 +36,9 @@ from typing import Any
 
 import torch
 
-from ..errors import MaskError
+from ..errors import AttnVizError, MaskError
 
+CALL_CELLS = 1 << 20  # cells per call of a predicate: a long square is made a band of rows at a time
 MaskFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], Any]
 Span = Callable[[int, int, int], tuple[int, int]]  # (q0, q1, n_keys) → keys [k0, k1) rows [q0, q1) may see
 
@@ -292,13 +293,25 @@ def materialise(
     q0, q1 = _range(rows)
     k0, k1 = _range(rows if keys is None else keys)
     nq, nk = max(0, q1 - q0), max(0, k1 - k0)
+    step = max(1, CALL_CELLS // max(1, nk * batch * heads))  # query rows per call of the predicate
+    if nq <= step:
+        return _made(p, q0, nq, k0, nk, batch, heads, device)
+    parts = [_made(p, r, min(step, q0 + nq - r), k0, nk, batch, heads, device) for r in range(q0, q0 + nq, step)]
+    lead = (max(t.shape[0] for t in parts), max(t.shape[1] for t in parts))
+    return torch.cat([t.expand(*lead, -1, -1) for t in parts], dim=2)
+
+
+def _made(
+    p: Predicate, q0: int, nq: int, k0: int, nk: int, batch: int, heads: int, device: torch.device | str | None
+) -> torch.Tensor:
+    """Return materialise's tensor for rows q0 … q0 + nq − 1 from one call of the predicate."""
     b = torch.arange(batch, device=device).view(-1, 1, 1, 1)
     h = torch.arange(heads, device=device).view(1, -1, 1, 1)
     q = torch.arange(q0, q0 + nq, device=device).view(1, 1, -1, 1)
     kv = torch.arange(k0, k0 + nk, device=device).view(1, 1, 1, -1)
     try:
         out = _as_bool(p(b, h, q, kv), p.name)
-    except MaskError:
+    except AttnVizError:  # our own refusals (a budget, a refused expression) are the message
         raise
     except Exception as err:  # noqa: BLE001 — a user's function written for scalars (FlexAttention's vmap)
         out = _vmapped(p, b, h, q, kv, err)
