@@ -118,6 +118,7 @@ MESSAGES: dict[str, str] = {
     "convention.mismatch": "declared {declared}, but the values {values} read as {apparent}: {why}. {advice}",
     "convention.same_cells": "declared {declared}; the values {values} look {apparent}, but both readings hide the same cells here.",
     "convention.invalid": "the values {values} are not a valid {declared} mask: {problem}.",
+    "convention.no_fix": "declared {declared}; read as {apparent} the values {values} come closer ({why}), but neither reading is {expect}: ~mask would make another wrong mask, so the cells themselves are wrong (see the diagnosis).",
     "why.exact": "it is exactly the expected {expect} mask",
     "why.closer": "{agree}% of the judged cells agree with {expect} (read the other way: {other}%)",
     "why.diagonal": "every token sees itself (the other reading would hide each token from itself)",
@@ -386,6 +387,12 @@ def _convention(
     same = bool(torch.equal(masks.read_as(raw4, declared), masks.read_as(raw4, apparent)))
     if same:
         return apparent, Finding("convention.same_cells", base, "convention", "warn", data)
+    if declared in ("keep", "drop") and apparent in ("keep", "drop") and why is not None and why.code != "why.exact":
+        # Read the other way the mask comes closer, but it is not the expected mask either (a transposed tril read
+        # as drop masks the diagonal): ~mask would be a new bug, not a fix. The cells are what is wrong.
+        return apparent, Finding(
+            "convention.no_fix", {**base, "why": why, "expect": expect}, "convention", "warn", data
+        )
     if declared == "additive":
         advice = Phrase("advice.bool_as_additive", {"apparent": apparent})
     elif apparent == "additive":
