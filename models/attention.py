@@ -204,8 +204,8 @@ def attend_in_blocks(
     from its first row's window start): the keys it skips would get weight exactly 0. Each row's log-sum-exp goes
     to opts.lse_out, so any map is exact again later without having been kept (models.maps).
 
-    The same numbers as `attend_rows` block by block (`attend_in_blocks_plain`, the reference tests/core/test_long.py
-    compares it with), arranged for long rows, where every pass over the scores costs: one
+    The same numbers as `attend_rows` block by block (`attend_in_blocks_plain` in tests/core/reference.py, the
+    reference tests/core/test_long.py compares it with), arranged for long rows, where every pass over the scores costs: one
     scores buffer for all blocks (a fresh 75 MB tensor per block at 4,096 tokens is page faults, not
     arithmetic), the softmax written over the scores, the mask filled only in the columns where it hides a key
     (a causal block's last rows × rows square), and each group's query heads stacked against their one key/value
@@ -259,45 +259,6 @@ def _fill_hidden(scores: torch.Tensor, hidden: torch.Tensor, fill: float) -> Non
         return
     c0, c1 = int(cols[0]), int(cols[-1]) + 1
     scores[..., c0:c1].masked_fill_(hidden[..., c0:c1], fill)
-
-
-def attend_in_blocks_plain(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor | None,
-    keep: torch.Tensor | None,
-    scale: float,
-    opts: Options,
-) -> tuple[torch.Tensor | None, None]:
-    """Return (context, None): `attend_rows` itself on opts.rows query rows at a time (K and V repeated).
-
-    What `attend_in_blocks` computes, the plain way: the reference its tests compare it with. (Its time against
-    this one is not yet a bench figure.)
-    """
-    B, nh, T, _ = q.shape
-    S = k.size(2)
-    assert opts.rows is not None
-    n_rep = nh // k.size(1)
-    k = repeat_kv(k, n_rep)
-    v = None if v is None else repeat_kv(v, n_rep)
-    context = None if v is None else q.new_empty(B, nh, T, v.size(-1))
-    if opts.lse_out is not None:
-        opts.lse_out.fill_(0.0)
-    for r0 in range(0, T, opts.rows):
-        r1 = min(T, r0 + opts.rows)
-        k0, k1 = key_range(opts, r0, r1, S)
-        block = Options(fill=opts.fill, lse_out=None if opts.lse_out is None else opts.lse_out[:, :, r0:r1])
-        ctx, _ = attend_rows(
-            q[:, :, r0:r1],
-            k[:, :, k0:k1],
-            None if v is None else v[:, :, k0:k1],
-            block_keep(keep, opts, r0, r1, k0, k1, q.device),
-            scale,
-            block,
-        )
-        if context is not None and ctx is not None:
-            context[:, :, r0:r1] = ctx
-    return context, None
 
 
 # ---- what the hooks keep -------------------------------------------------------------------------------
