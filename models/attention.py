@@ -22,6 +22,9 @@ from typing import Any
 
 import torch
 
+from .masks import predicates
+from .masks.predicates import Predicate
+
 Hook = Callable[[str, torch.Tensor], torch.Tensor]
 
 
@@ -47,6 +50,11 @@ class Options:
     lse_out: torch.Tensor | None = None
     span: tuple[int, int | None] | None = None
     pool: Any = None  # models.maps.Pooled: each block's probs also pooled into overview tiles (rows(), add())
+    # The layer's own mask as a predicate (models.masks.predicates) over absolute positions, the query rows being
+    # positions start, start + 1, …: made into a tensor only where it is needed (a block of rows at a time in
+    # the long loop, which also reads only the keys it allows). `keep` then carries only the caller's mask.
+    mask: Predicate | None = None
+    start: int = 0
 
 
 # The named points of a layer's attention, in the order they happen, with their axes. `heads` is the number of
@@ -99,6 +107,9 @@ def attend(
     """
     hook = opts.hook
     q, k = hook("queries", q), hook("keys", k)
+    if opts.mask is not None and not (opts.rows is not None and q.size(2) > opts.rows):
+        own = predicates.materialise(opts.mask, (opts.start, opts.start + q.size(2)), k.size(2), device=q.device)
+        keep = own if keep is None else own & keep
     if opts.rows is not None and q.size(2) > opts.rows:  # a long input: blocks of rows, groups kept grouped
         context, probs = attend_in_blocks(q, k, None if v is None else hook("values", v), keep, scale, opts)
     else:
@@ -140,13 +151,35 @@ def attend_rows(
 
 
 def visible_keys(r0: int, r1: int, n_keys: int, span: tuple[int, int | None] | None) -> tuple[int, int]:
-    """Return the keys [k0, k1) query rows [r0, r1) can see: all of them, or a causal layer's (start, window)."""
+    """Return the keys [k0, k1) query rows [r0, r1) can see: all of them, or a causal layer's (start, window).
+
+    The mask predicate's own key span (models.masks.predicates.causal_window) says it; span is (start, window).
+    """
     if span is None:
         return 0, n_keys
     start, window = span
-    k1 = min(n_keys, start + r1)  # row r sees keys up to start + r
-    k0 = 0 if window is None else max(0, start + r0 - window + 1)
-    return k0, k1
+    return predicates.causal_window(window).keys(start + r0, start + r1, n_keys)
+
+
+def block_keep(
+    keep: torch.Tensor | None, opts: Options, r0: int, r1: int, k0: int, k1: int, device: torch.device
+) -> torch.Tensor | None:
+    """Return the keep of query rows r0:r1 and keys k0:k1: the layer's predicate made for this block (opts.mask,
+    rows from opts.start) AND the caller's keep cut to it; None when neither hides anything."""
+    own = None
+    if opts.mask is not None:
+        own = predicates.materialise(opts.mask, (opts.start + r0, opts.start + r1), (k0, k1), device=device)
+    user = None if keep is None else _cut(keep, r0, r1, k0, k1)
+    if own is None:
+        return user
+    return own if user is None else own & user
+
+
+def key_range(opts: Options, r0: int, r1: int, n_keys: int) -> tuple[int, int]:
+    """Return the keys [k0, k1) query rows r0:r1 may see: the layer's predicate's span, else opts.span's."""
+    if opts.mask is not None:
+        return opts.mask.keys(opts.start + r0, opts.start + r1, n_keys)
+    return visible_keys(r0, r1, n_keys, opts.span)
 
 
 def _cut(keep: torch.Tensor, r0: int, r1: int, k0: int, k1: int) -> torch.Tensor:
@@ -171,8 +204,8 @@ def attend_in_blocks(
     from its first row's window start): the keys it skips would get weight exactly 0. Each row's log-sum-exp goes
     to opts.lse_out, so any map is exact again later without having been kept (models.maps).
 
-    The same numbers as `attend_rows` block by block (`attend_in_blocks_plain`, the reference tests/core/test_long.py
-    compares it with), arranged for long rows, where every pass over the scores costs: one
+    The same numbers as `attend_rows` block by block (`attend_in_blocks_plain` in tests/core/reference.py, the
+    reference tests/core/test_long.py compares it with), arranged for long rows, where every pass over the scores costs: one
     scores buffer for all blocks (a fresh 75 MB tensor per block at 4,096 tokens is page faults, not
     arithmetic), the softmax written over the scores, the mask filled only in the columns where it hides a key
     (a causal block's last rows × rows square), and each group's query heads stacked against their one key/value
@@ -194,13 +227,14 @@ def attend_in_blocks(
     for r0 in range(0, T, R):
         r1 = min(T, r0 + R)
         n = r1 - r0
-        k0, k1 = visible_keys(r0, r1, S, opts.span)
+        k0, k1 = key_range(opts, r0, r1, S)
         m = k1 - k0
         scores = work[: B * nh * n * m].view(B, n_kv, g * n, m)  # a group's heads' rows one after another
         torch.matmul(qs[:, :, r0:r1].reshape(B, n_kv, g * n, -1), kt[..., k0:k1], out=scores)
         scores = scores.view(B, nh, n, m)
-        if keep is not None:
-            _fill_hidden(scores, ~_cut(keep, r0, r1, k0, k1), torch.finfo(scores.dtype).min if fill is None else fill)
+        hidden = block_keep(keep, opts, r0, r1, k0, k1, q.device)
+        if hidden is not None:
+            _fill_hidden(scores, ~hidden, torch.finfo(scores.dtype).min if fill is None else fill)
         top = scores.amax(-1) if opts.lse_out is not None else None  # each row's largest score
         probs = pwork[: B * nh * n * m].view(B, nh, n, m)
         torch.softmax(scores, dim=-1, dtype=torch.float32, out=probs)
@@ -225,45 +259,6 @@ def _fill_hidden(scores: torch.Tensor, hidden: torch.Tensor, fill: float) -> Non
         return
     c0, c1 = int(cols[0]), int(cols[-1]) + 1
     scores[..., c0:c1].masked_fill_(hidden[..., c0:c1], fill)
-
-
-def attend_in_blocks_plain(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor | None,
-    keep: torch.Tensor | None,
-    scale: float,
-    opts: Options,
-) -> tuple[torch.Tensor | None, None]:
-    """Return (context, None): `attend_rows` itself on opts.rows query rows at a time (K and V repeated).
-
-    What `attend_in_blocks` computes, the plain way: the reference its tests compare it with. (Its time against
-    this one is not yet a bench figure.)
-    """
-    B, nh, T, _ = q.shape
-    S = k.size(2)
-    assert opts.rows is not None
-    n_rep = nh // k.size(1)
-    k = repeat_kv(k, n_rep)
-    v = None if v is None else repeat_kv(v, n_rep)
-    context = None if v is None else q.new_empty(B, nh, T, v.size(-1))
-    if opts.lse_out is not None:
-        opts.lse_out.fill_(0.0)
-    for r0 in range(0, T, opts.rows):
-        r1 = min(T, r0 + opts.rows)
-        k0, k1 = visible_keys(r0, r1, S, opts.span)
-        block = Options(fill=opts.fill, lse_out=None if opts.lse_out is None else opts.lse_out[:, :, r0:r1])
-        ctx, _ = attend_rows(
-            q[:, :, r0:r1],
-            k[:, :, k0:k1],
-            None if v is None else v[:, :, k0:k1],
-            None if keep is None else _cut(keep, r0, r1, k0, k1),
-            scale,
-            block,
-        )
-        if context is not None and ctx is not None:
-            context[:, :, r0:r1] = ctx
-    return context, None
 
 
 # ---- what the hooks keep -------------------------------------------------------------------------------

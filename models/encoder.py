@@ -17,6 +17,8 @@ from .capabilities import Capabilities
 from .errors import InputError, MaskError
 from .maps import OnDemandMaps
 from .masks import conventions as masks
+from .masks import predicates
+from .masks.expressions import is_predicate_expression, predicate_expression
 from .network import Network
 from .tokens import display_tokens
 
@@ -357,10 +359,22 @@ class Encoder:
 
     # ---- forward ------------------------------------------------------------------------------------
 
-    def keep_for(self, mask: str | torch.Tensor | None, seq: int, batch: int = 1) -> tuple[torch.Tensor | None, str]:
-        """Return the user's mask as a keep tensor on the device (None = nothing hidden) and its name."""
+    def keep_for(self, mask: Any, seq: int, batch: int = 1) -> tuple[torch.Tensor | None, str]:
+        """Return the user's mask as a keep tensor on the device (None = nothing hidden) and its name.
+
+        mask: None, a named mask, a bool keep tensor, or a predicate (b, h, q_idx, kv_idx) → bool — a function
+        (FlexAttention's mask_mod, a transformers mask function, a BlockMask) or an expression over q_idx, kv_idx.
+        """
         if mask is None:
             return None, "bidirectional"
+        if isinstance(mask, str) and is_predicate_expression(mask):
+            mask = predicate_expression(mask)  # e.g. '(kv_idx <= q_idx) & (q_idx - kv_idx < 4)'
+        if not isinstance(mask, str | torch.Tensor) and (callable(mask) or hasattr(mask, "mask_mod")):
+            # A predicate (b, h, q_idx, kv_idx) → bool: made into this input's keep by the one function that does.
+            pred = predicates.as_predicate(mask)
+            return predicates.materialise(
+                pred, seq, batch=batch, heads=self.config.n_heads, device=self.device
+            ), pred.name
         if isinstance(mask, str):
             exp = masks.parse_expectation(mask, allow_empty=True, what="mask")
             return masks.named_keep(mask, seq, self.device), exp.name

@@ -22,9 +22,10 @@ from typing import Any
 import torch
 
 from . import settings
-from .attention import repeat_kv, visible_keys
+from .attention import repeat_kv
 from .errors import BudgetError
-from .masks.conventions import causal_keep
+from .masks import predicates
+from .masks.predicates import Predicate
 
 ROW_BLOCK = 512  # query rows per block when maps are recomputed
 FORWARD_ROWS = 128  # query rows per block in the long forward (smaller blocks stay in cache; timed by hand)
@@ -154,7 +155,8 @@ class OnDemandMaps:
         out = torch.zeros(q.shape[0], r1 - r0, c1 - c0, dtype=torch.float32, device=q.device)
         for b0 in range(r0, r1, ROW_BLOCK):
             b1 = min(r1, b0 + ROW_BLOCK)
-            k0, k1 = visible_keys(b0, b1, self.n_k, (self.start, s.window) if self.causal else None)
+            own = self.layer_mask(s)
+            k0, k1 = (0, self.n_k) if own is None else own.keys(self.start + b0, self.start + b1, self.n_k)
             k0, k1 = max(k0, c0), min(k1, c1)
             if k1 <= k0:
                 continue
@@ -166,15 +168,16 @@ class OnDemandMaps:
             out[:, b0 - r0 : b1 - r0, k0 - c0 : k1 - c0] = probs
         return out
 
+    def layer_mask(self, s: LayerStore) -> Predicate | None:
+        """Return the layer's own mask as a predicate (causal, narrowed by its window); None for a bidirectional one."""
+        return predicates.causal_window(s.window) if self.causal else None
+
     def _allowed(self, s: LayerStore, r0: int, r1: int, k0: int, k1: int, device: torch.device) -> torch.Tensor | None:
         """Return (r1 − r0, k1 − k0) bool: which of these cells the layer's mask let through (None: all)."""
         allowed = None
-        if self.causal:
-            i = torch.arange(self.start + r0, self.start + r1, device=device)[:, None]
-            j = torch.arange(k0, k1, device=device)[None, :]
-            allowed = j <= i
-            if s.window is not None:
-                allowed &= i - j < s.window
+        own = self.layer_mask(s)
+        if own is not None:  # the predicate made for this window only (rows are positions start + r)
+            allowed = predicates.materialise(own, (self.start + r0, self.start + r1), (k0, k1), device=device)[0, 0]
         if self.keep is not None:
             user = self.keep[r0:r1, k0:k1].to(device)
             allowed = user if allowed is None else allowed & user
@@ -276,4 +279,4 @@ def pool_block(block: torch.Tensor, f: int, how: str = "max") -> torch.Tensor:
 
 def window_mask(n_q: int, n_k: int, window: int | None) -> torch.Tensor:
     """Return (n_q, n_k) bool, the causal (or sliding-window) mask of a layer: the band a window layer draws."""
-    return causal_keep(max(n_q, n_k), window=window)[:n_q, :n_k]
+    return predicates.materialise(predicates.causal_window(window), n_q, n_k)[0, 0]

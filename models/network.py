@@ -21,7 +21,8 @@ from torch import nn
 
 from .attention import Options, Recorder, no_hook
 from .maps import FORWARD_ROWS, LayerStore, OnDemandMaps, Pooled
-from .masks.conventions import causal_keep, combine
+from .masks import predicates
+from .masks.conventions import combine
 
 # Activations checkpoints name in `hidden_act` / `activation_function`, as torch functions.
 ACTIVATIONS = {
@@ -187,7 +188,10 @@ def causal_keeps(
     for i in range(n_layers):
         w = windows[i] if i < len(windows) else None
         if w not in made:
-            own = causal_keep(S, device=device, window=w)[start:] if causal is None else causal[start:S, :S]
+            if causal is None:  # rows: the new positions start … S − 1; keys: every position
+                own = predicates.materialise(predicates.causal_window(w), (start, S), S, device=device)[0, 0]
+            else:
+                own = causal[start:S, :S]
             made[w] = combine(own, keep)
         out.append(made[w])
     return out
@@ -275,9 +279,14 @@ class Network(nn.Module):
             if record is not None:
                 record.hidden_states.append(x)
             opts = options(i)
-            if opts.rows is not None and inputs.causal:  # a block of rows reads only the keys it can see
-                opts.span = (inputs.start, inputs.windows[i] if inputs.windows else None)
-            x, probs = layer(x, inputs.keeps[i], opts, inputs)
+            layer_keep = inputs.keeps[i]
+            if opts.rows is not None and inputs.causal and causal is None:
+                # The long loop: the layer's own mask goes as a predicate, made one block of rows at a time (a
+                # block reads only the keys it allows); the layer's keep is the caller's alone.
+                opts.mask = predicates.causal_window(inputs.windows[i] if inputs.windows else None)
+                opts.start = inputs.start
+                layer_keep = keep
+            x, probs = layer(x, layer_keep, opts, inputs)
             yield x, probs
         if record is not None:
             record.hidden_states.append(x)

@@ -49,7 +49,10 @@ runs the model under that mask and stores it converted, True = may attend ([Mask
     "info": """Prints the model's shape as JSON: layers, heads, d_model, d_k, vocabulary, positions, its kind
 (`encoder` or `decoder`) and what it can do.""",
     "check-mask": """Judges a mask against what it is meant to be, on the real model: exit 0 PASS, 1 a check
-fails (the report says which and why), 2 bad input. Everything it checks: [Masks](pages/masks.md).""",
+fails (the report says which and why), 2 bad input. A predicate mask — an expression over `q_idx`, `kv_idx`, `b`,
+`h` such as `"(kv_idx <= q_idx) & (q_idx - kv_idx < 4)"`, or `FILE.py:NAME` naming a FlexAttention `mask_mod`, a
+transformers mask function or a `BlockMask` (importing the file runs its code) — needs no `--convention`.
+Everything it checks: [Masks](pages/masks.md).""",
     "check-attention": """Judges your own attention module, function or a transformers model by what each output
 depends on; exit 0 / 1 / 2 like `check-mask`. Importing a target runs its code. More targets (an instance, a function,
 transformers folders) and what the report means: [Checking your own attention code](check-attention.md).""",

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.support import app_server, browser, full_screenshot, watch_errors  # noqa: E402
-from tools.screenshots import shrink, wait_idle  # noqa: E402
+from tools.shots import shrink, wait_idle  # noqa: E402
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"

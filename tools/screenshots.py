@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -24,16 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.support import app_server, browser, watch_errors  # noqa: E402
+from tools.shots import LOAD_MS, RUNNING, shrink, wait_idle  # noqa: E402, F401 (the shots' shared pieces)
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
 LANGS = ("en", "zh")
 VIEWPORT = {"width": 1280, "height": 800}
-LOAD_MS = 180_000
 # Models the shots run on, by role: all bundled, so the script needs no network.
 MODELS = {"encoder": "minilm", "decoder": "smollm2"}
 TEXT = "The animal didn't cross the street because it was too tired."
-RUNNING = "[data-testid=stStatusWidget] [data-testid=stStatusWidgetRunningIcon], [data-testid=stSpinner]"
 ERRORS = "[data-testid=stException], [data-testid=stAlertContentError]"
 
 
@@ -77,17 +75,6 @@ def url_of(base: str, shot: Shot, lang: str) -> str:
     return f"{base}/{shot.path}?{urlencode(query)}"
 
 
-def wait_idle(page, timeout_ms: int = LOAD_MS) -> None:
-    """Wait until Streamlit has stopped running and showed no spinner for two checks 0.5 s apart."""
-    deadline = time.time() + timeout_ms / 1000
-    quiet = 0
-    while quiet < 2:
-        if time.time() > deadline:
-            raise TimeoutError("the page did not stop running")
-        page.wait_for_timeout(500)
-        quiet = quiet + 1 if page.locator(RUNNING).count() == 0 else 0
-
-
 def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
     """Open one shot, check it shows no error, and write out/NAME-LANG.png; raise AssertionError on an error."""
     errors = watch_errors(page)
@@ -114,15 +101,6 @@ def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
     page.screenshot(path=str(path))
     shrink(path)
     return path
-
-
-def shrink(path: Path) -> None:
-    """Rewrite the PNG with an adaptive 256-colour palette: a third of the bytes, the same picture to the eye."""
-    from PIL import Image
-
-    with Image.open(path) as img:
-        small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
-    small.save(path, optimize=True)
 
 
 def run(out: Path, shots: list[Shot] | None = None, langs: tuple[str, ...] = LANGS) -> list[Path]:

@@ -101,7 +101,7 @@ def _rows_datasource() -> type:
 class SumsWorker:
     """A Ray Data actor: loads the model once, then turns each batch of input rows into its CorpusSums."""
 
-    def __init__(self, model: str, mask: str | None, device: str | None, dtype: str | None, env: dict[str, str]):
+    def __init__(self, model: str, mask: Any, device: str | None, dtype: str | None, env: dict[str, str]):
         os.environ.update(env)  # the operator's ATTENTION_LENS_* budgets, as the driver has them
         from ..weights import load_encoder
 
@@ -141,7 +141,7 @@ def run_ray(
     n_layers: int,
     n_heads: int,
     *,
-    mask: str | None = None,
+    mask: Any = None,
     workers: int = 1,
     batch_rows: int = BATCH_ROWS,
     device: str | None = None,

@@ -45,7 +45,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="padded positions in batch item 0, passed as attention_mask=(batch, seq), 1 = real token "
         "(default: seq // 4 when --expect has padding, else 0)",
     )
-    p.add_argument("--padding-side", choices=("right", "left"), default="right", help="where the padding goes")
+    p.add_argument(
+        "--padding-side",
+        choices=("both", "right", "left"),
+        default="both",
+        help="where the padding goes (default both: right, then left, the side where a causal target can fail)",
+    )
     p.add_argument(
         "--depth",
         type=integer(),

@@ -26,6 +26,7 @@ from ..analysis.compare import Comparison, compare
 from ..analysis.norms import value_weighted
 from ..encoder import Encoder, EncoderOutput
 from ..weights import load_encoder
+from .check_mask import user_mask
 from .common import EXIT_OK, UsageError, add_model_args, integer, write_file
 
 HELP = "compare two runs (text, model, mask or checkpoint): Δ maps and heads ranked by how much they changed"
@@ -36,7 +37,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against-model", default=None, help="run B's model (default: --model): a spec, folder or random:…")
     p.add_argument("--text", required=True, help="run A's text")
     p.add_argument("--against-text", default=None, help="run B's text (default: --text)")
-    p.add_argument("--mask", default=None, help="run A's mask: bidirectional (default), causal, window:W, prefix:P, …")
+    p.add_argument(
+        "--mask",
+        default=None,
+        help="run A's mask: bidirectional (default), causal, window:W, prefix:P, …, a predicate over q_idx and "
+        "kv_idx, or FILE.py:NAME (a mask_mod, a transformers mask function or a BlockMask)",
+    )
     p.add_argument("--against-mask", default=None, help="run B's mask (default: --mask)")
     p.add_argument(
         "--weighted",
@@ -48,7 +54,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="write the JSON to this file instead of stdout")
 
 
-def _run(enc: Encoder, text: str, mask: str | None, weighted: bool) -> tuple[EncoderOutput, Any]:
+def _run(enc: Encoder, text: str, mask: Any, weighted: bool) -> tuple[EncoderOutput, Any]:
     out = enc.encode(text, mask=mask, internals=weighted, hidden=False)
     return out, value_weighted(enc, out).shares() if weighted else None
 
@@ -63,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     enc_b = enc_a if same_model else load_encoder(args.against_model, device=args.device, dtype=args.dtype)
     text_b = args.text if args.against_text is None else args.against_text
     mask_b = args.mask if args.against_mask is None else args.against_mask
-    a, maps_a = _run(enc_a, args.text, args.mask, args.weighted)
-    b, maps_b = _run(enc_b, text_b, mask_b, args.weighted)
+    a, maps_a = _run(enc_a, args.text, user_mask(args.mask), args.weighted)
+    b, maps_b = _run(enc_b, text_b, user_mask(mask_b), args.weighted)
     for label, out in (("A", a), ("B", b)):
         for note in out.notes:
             print(f"warning: run {label}: {note}", file=sys.stderr)

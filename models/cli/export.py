@@ -45,7 +45,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mask",
         default=None,
-        help="bidirectional (default), causal, window:W, prefix:P, a .npy/.npz/.pt FILE or an expression over seq",
+        help="bidirectional (default), causal, window:W, prefix:P, a .npy/.npz/.pt FILE, an expression over seq, "
+        "a predicate over q_idx and kv_idx such as '(kv_idx <= q_idx) & (q_idx - kv_idx < 4)', or FILE.py:NAME "
+        "(a mask_mod, a transformers mask function or a BlockMask; importing the file runs its code)",
     )
     p.add_argument(
         "--convention",
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         -(-4 * n_l * n_h * seq * seq // (1 << 20)),
         f"the maps of {n_l} layers × {n_h} heads at {seq} tokens (choose fewer with --layers and --heads)",
     )
-    mask = export_mask(enc, text, args.text_b, args.mask, args.convention)
+    mask: Any = export_mask(enc, text, args.text_b, args.mask, args.convention)
     # --norms needs the values of every layer (internals: the maps are then kept whole, never on demand)
     out = enc.encode(text, args.text_b, mask=mask, layers=layers, internals=args.norms)
     for note in out.notes:

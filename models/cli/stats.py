@@ -32,6 +32,7 @@ from ..analysis.induction import induction_scores
 from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..weights import load_encoder
+from .check_mask import user_mask
 from .common import add_model_args, fit_to_positions, integer, text_of
 from .stats_corpus import add_engine_args, check_engine_args, run_corpus
 
@@ -60,7 +61,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--item", type=integer(), default=0, help="with --attentions: which item of a batched file (from 0)")
     p.add_argument("--text-b", default=None, help="optional second sentence, with --text")
-    p.add_argument("--mask", default=None, help="bidirectional (default), causal, window:W or prefix:P")
+    p.add_argument(
+        "--mask",
+        default=None,
+        help="bidirectional (default), causal, window:W, prefix:P, a predicate over q_idx and kv_idx such as "
+        "'(kv_idx <= q_idx) & (q_idx - kv_idx < 4)', or FILE.py:NAME (a mask_mod, a transformers mask function "
+        "or a BlockMask; importing the file runs its code)",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON document (otherwise a table for people)")
     p.add_argument("--out", default=None, help="write the JSON to this file instead of stdout")
     p.add_argument("--no-importance", action="store_true", help="skip head importance (the slow part)")
@@ -89,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
             import_ray()  # without Ray: one line that says how to install it
 
+    mask: Any = user_mask(args.mask)  # a name, or a predicate made into each text's keep by the encoder
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     notes: list[str] = []
     extra: dict[str, Any] = {}
@@ -96,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         text = fit_to_positions(enc, text_of(args), args.text_b)  # a 10⁵-token text is not tokenized whole
         # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
         internals = enc.fits_dense(text, args.text_b)
-        out = enc.encode(text, args.text_b, mask=args.mask, internals=internals, hidden=internals)
+        out = enc.encode(text, args.text_b, mask=mask, internals=internals, hidden=internals)
         if not internals:
             notes.append(
                 f"{out.seq} tokens: maps made on demand; statistics are exact, redundancy on maps pooled "
@@ -109,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             report = report.with_induction(induction_scores(enc))
         importance = None if args.no_importance else head_importance(enc, out)
     else:  # a corpus, streamed by the local or the Ray engine (models/cli/stats_corpus.py)
-        report, importance, extra = run_corpus(args, enc, notes)
+        report, importance, extra = run_corpus(args, enc, notes, mask)
         if enc.capabilities.causal:
             report = report.with_induction(induction_scores(enc))
     for note in notes:

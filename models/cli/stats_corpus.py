@@ -81,8 +81,13 @@ class Progress:
             print(file=sys.stderr, flush=True)
 
 
-def run_corpus(args: argparse.Namespace, enc: Encoder, notes: list[str]) -> tuple[Any, Any, dict[str, Any]]:
-    """Return the corpus's HeadReport, its importance (or None) and the document's additions."""
+def run_corpus(
+    args: argparse.Namespace, enc: Encoder, notes: list[str], mask: Any = None
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Return the corpus's HeadReport, its importance (or None) and the document's additions.
+
+    mask: what --mask names (a name, or a predicate the CLI parsed or imported); every engine's encoder applies it.
+    """
     batch = args.batch_size or BATCH_ROWS
     known = count_rows(args.file)
     progress = Progress(known, show=not args.json or bool(args.out))
@@ -98,7 +103,7 @@ def run_corpus(args: argparse.Namespace, enc: Encoder, notes: list[str]) -> tupl
                 args.file,
                 c.n_layers,
                 c.n_heads,
-                mask=args.mask,
+                mask=mask,
                 workers=workers,
                 batch_rows=batch,
                 device=args.device,
@@ -107,7 +112,7 @@ def run_corpus(args: argparse.Namespace, enc: Encoder, notes: list[str]) -> tupl
                 on_batch=progress,
             )
         else:
-            sums = stream_corpus(enc, args.file, mask=args.mask, batch_rows=batch, on_batch=progress)
+            sums = stream_corpus(enc, args.file, mask=mask, batch_rows=batch, on_batch=progress)
     finally:
         progress.end()
     report = sums.report(enc)
@@ -119,7 +124,7 @@ def run_corpus(args: argparse.Namespace, enc: Encoder, notes: list[str]) -> tupl
     importance = None
     if not args.no_importance:
         limit = args.importance_sentences or IMPORTANCE_SENTENCES
-        importance = corpus_importance(enc, first_lines(args.file, limit), mask=args.mask, limit=limit)
+        importance = corpus_importance(enc, first_lines(args.file, limit), mask=mask, limit=limit)
         if sums.sentences > limit:
             importance.notes[:] = [f"importance over the first {limit} of {sums.sentences} lines"]
         notes += importance.notes

@@ -31,6 +31,7 @@ from ..analysis.heads import row_entropy
 from ..attention import HOOK_POINTS, Options, Site, StepRecorder, attend_rows, repeat_kv
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
+from ..network import attention_module
 from ..rotary import apply_rotary, rotary_tables
 
 # The steps, in order, each with the hook point whose tensor it shows. Optional steps appear only when the
@@ -232,8 +233,8 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     """Return every tensor of `head` in `layer` for query position `query`, from the layer's real forward.
 
     out: the model's result for one text with internals=True (it supplies the layer input and the mask).
-    errors: "attention" (this head's map against the model's), "formula" (the probs against softmax(q·kᵀ/√d_k)
-    recomputed in float64 from the recorded q and k), "weighted_sum" (the context against Σ_j p_j v_j in float64),
+    errors: "attention" (this head's map against the model's), "formula" (the probs against softmax(q·kᵀ·scale)
+    with the layer's own scale (1/√d_k for most checkpoints), recomputed in float64 from the recorded q and k), "weighted_sum" (the context against Σ_j p_j v_j in float64),
     "next_layer" (the layer's output against the model's next layer input), and queries / keys / values / context
     against the internals the model recorded.
     """
@@ -248,7 +249,9 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     kv_heads = int(t["keys"].shape[1])
     g = hd // (n_heads // kv_heads)  # the key/value head this query head reads
     d_k = int(t["queries"].shape[-1])
-    scale = 1.0 / math.sqrt(d_k)
+    # The layer's own scale, as its forward applies it: 1/√d_k for most checkpoints, but a GPT-2 saved with
+    # scale_attn_weights=False has 1 and scale_attn_by_inverse_layer_idx adds 1/(layer + 1). Never re-derived here.
+    scale = layer_scale(encoder, layer)
 
     steps: list[Step] = []
     for key, point in STEPS:
@@ -312,7 +315,7 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     distance = None
     q_before = k_before = None
     if rotary:
-        q_before, k_before, distance = _rotary_views(encoder, t, hd, g, i)
+        q_before, k_before, distance = _rotary_views(encoder, t, hd, g, i, scale)
     return HeadSteps(
         layer=layer,
         head=hd,
@@ -356,10 +359,15 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
 DISTANCES = 64  # how far back the rotary demonstration moves a key
 
 
+def layer_scale(encoder: Encoder, layer: int) -> float:
+    """Return the scale `layer`'s attention multiplies q·k by: the module's own constant, which its forward uses."""
+    return float(attention_module(encoder.model.layers[layer]).scale)
+
+
 def _rotary_views(
-    encoder: Encoder, t: dict[str, torch.Tensor], hd: int, g: int, i: int
+    encoder: Encoder, t: dict[str, torch.Tensor], hd: int, g: int, i: int, scale: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (the query's q before rotation (d_k,), this head's keys before rotation (seq, d_k), q·k/√d_k with
+    """Return (the query's q before rotation (d_k,), this head's keys before rotation (seq, d_k), q·k·scale with
     the query's own key content placed Δ = 0 … DISTANCES − 1 positions back, rotated by the model's own tables).
 
     Rotation makes q·k depend on the distance between the positions, not on where the pair sits: the curve is the
@@ -373,7 +381,7 @@ def _rotary_views(
     cos, sin = rotary_tables(encoder.config, pos)  # (1, p + 1, d_k)
     q_rot = apply_rotary(q0.view(1, 1, 1, d_k), cos[:, p : p + 1], sin[:, p : p + 1])[0, 0, 0]
     k_rot = apply_rotary(k0[i].view(1, 1, 1, d_k).expand(1, 1, p + 1, d_k), cos, sin)[0, 0]  # (p + 1, d_k)
-    dots = (k_rot.flip(0)[:DISTANCES] @ q_rot) / math.sqrt(d_k)  # Δ = 0, 1, …
+    dots = (k_rot.flip(0)[:DISTANCES] @ q_rot) * scale  # Δ = 0, 1, …, scaled as the layer scales
     return _np(q0), _np(k0), _np(dots)
 
 

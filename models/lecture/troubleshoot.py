@@ -14,7 +14,6 @@ numbers and numpy arrays for a page to show:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,11 +51,13 @@ class ScalingEffect:
     logit_std: np.ndarray  # [2, heads] standard deviation of the visible logits
     row_scaled: np.ndarray  # [k_pos] one row of the chosen head, scaled
     row_unscaled: np.ndarray  # [k_pos] the same row without /√d_k
+    scale: float = float("nan")  # the scale the layer itself applied (1/√d_k for most checkpoints; 1 if unscaled)
 
 
 @torch.no_grad()
 def scaling_effect(out: EncoderOutput, layer: int, head: int = 0, query: int = 0) -> ScalingEffect:
-    """Return softmax statistics of `layer` with the /√d_k (as trained) and without it, from the real Q, K."""
+    """Return softmax statistics of `layer` with its scale (as trained: the layer's own scores, 1/√d_k for most
+    checkpoints) and without it (q·kᵀ), from the real Q, K."""
     _need_internals(out, layer)
     assert out.queries is not None and out.keys is not None  # _need_internals raised otherwise
     q = out.queries[layer].float()  # (heads, seq, d_k)
@@ -65,9 +66,13 @@ def scaling_effect(out: EncoderOutput, layer: int, head: int = 0, query: int = 0
     keep = out.keep.bool()[None]  # (1, q_pos, k_pos)
     rows = _real_rows(out)
     dots = torch.matmul(q, k.transpose(-2, -1))  # (heads, q_pos, k_pos), unscaled
+    assert out.scores is not None  # _need_internals raised otherwise
+    scaled = out.scores[layer].float()  # the layer's own q·kᵀ·scale: its scale, never re-derived here
+    seen = keep.expand_as(dots)
+    scale = float((scaled * dots)[seen].sum() / (dots * dots)[seen].sum().clamp_min(1e-30))
     stats = []
     probs = []
-    for logits in (dots / math.sqrt(d_k), dots):
+    for logits in (scaled, dots):
         p = torch.softmax(logits.masked_fill(~keep, torch.finfo(logits.dtype).min), dim=-1)
         visible = logits.masked_select(keep.expand_as(logits)).view(logits.shape[0], -1)
         stats.append((p.max(-1).values[:, rows].mean(-1), heads.row_entropy(p)[:, rows].mean(-1), visible.std(-1)))
@@ -79,6 +84,7 @@ def scaling_effect(out: EncoderOutput, layer: int, head: int = 0, query: int = 0
         logit_std=np.stack([s[2].numpy() for s in stats]),
         row_scaled=probs[0][head, query].numpy().copy(),
         row_unscaled=probs[1][head, query].numpy().copy(),
+        scale=scale,
     )
 
 

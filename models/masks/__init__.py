@@ -34,7 +34,8 @@ from .conventions import (
 )
 from .expectations import EXPECT_HELP, Expectation
 from .expectations import parse as parse_expectation
-from .expressions import evaluate
+from .expressions import evaluate, is_predicate_expression, predicate_expression
+from .predicates import Predicate, as_predicate, materialise
 from .sources import load_mask_bytes, load_mask_file, looks_like_file, resolve
 
 __all__ = [
@@ -68,6 +69,11 @@ __all__ = [
     "Expectation",
     "EXPECT_HELP",
     "place",
+    "is_predicate_expression",
+    "predicate_expression",
+    "Predicate",
+    "as_predicate",
+    "materialise",
     "prefix_keep",
     "read_as",
     "resolve",

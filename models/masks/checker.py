@@ -87,6 +87,9 @@ EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
         "padding",
         False,
     ),
+    # Predicates (b, h, q_idx, kv_idx) → bool, as FlexAttention and transformers' masking_utils write masks.
+    "ok_predicate": ("(kv_idx <= q_idx) & (q_idx - kv_idx < 4)", "keep", "causal+window:3", True),
+    "bug_predicate_window": ("(kv_idx <= q_idx) & (q_idx - kv_idx <= 4)", "keep", "causal+window:3", False),
 }
 
 
@@ -115,6 +118,7 @@ MESSAGES: dict[str, str] = {
     "convention.mismatch": "declared {declared}, but the values {values} read as {apparent}: {why}. {advice}",
     "convention.same_cells": "declared {declared}; the values {values} look {apparent}, but both readings hide the same cells here.",
     "convention.invalid": "the values {values} are not a valid {declared} mask: {problem}.",
+    "convention.no_fix": "declared {declared}; read as {apparent} the values {values} come closer ({why}), but neither reading is {expect}: ~mask would make another wrong mask, so the cells themselves are wrong (see the diagnosis).",
     "why.exact": "it is exactly the expected {expect} mask",
     "why.closer": "{agree}% of the judged cells agree with {expect} (read the other way: {other}%)",
     "why.diagonal": "every token sees itself (the other reading would hide each token from itself)",
@@ -156,6 +160,7 @@ MESSAGES: dict[str, str] = {
     "diag.chunk_shifted": "chunk boundary: the blocks of {size} start at position {offset}, not 0 (the block index counted from 1, or left padding not subtracted)",
     "diag.padding_wrong_side": "padding on the wrong side: the mask hides positions at the other end of the sequence (left padding treated as right, or the reverse)",
     "diag.is_named": "this is a {name} mask",
+    "diag.causal_missing": "causality missing: this is {name} without causal, so tokens also see the tokens after them",
     "shape.decoder": "this model is a decoder: it always applies its own causal mask (torch.tril) and ANDs yours with "
     "it, so what is judged below is that combination: {hidden} cell(s) your mask leaves open are hidden by the "
     "model's own mask.",
@@ -382,6 +387,12 @@ def _convention(
     same = bool(torch.equal(masks.read_as(raw4, declared), masks.read_as(raw4, apparent)))
     if same:
         return apparent, Finding("convention.same_cells", base, "convention", "warn", data)
+    if declared in ("keep", "drop") and apparent in ("keep", "drop") and why is not None and why.code != "why.exact":
+        # Read the other way the mask comes closer, but it is not the expected mask either (a transposed tril read
+        # as drop masks the diagonal): ~mask would be a new bug, not a fix. The cells are what is wrong.
+        return apparent, Finding(
+            "convention.no_fix", {**base, "why": why, "expect": expect}, "convention", "warn", data
+        )
     if declared == "additive":
         advice = Phrase("advice.bool_as_additive", {"apparent": apparent})
     elif apparent == "additive":
@@ -424,6 +435,10 @@ def _diagnose(
             candidates.append((expected.transpose(-1, -2), Phrase("diag.transposed")))
         if exp.term("causal") is not None:
             candidates.append((expected & ~torch.eye(T, dtype=torch.bool), Phrase("diag.diagonal_masked")))
+            rest = Expectation(tuple(t for t in exp.terms if t.kind != "causal"))
+            rest_keep = rest.position_keep(T)
+            if rest_keep is not None:  # documents, chunks or a window without causality: tokens see later ones
+                candidates.append((rest_keep[None] & pad, Phrase("diag.causal_missing", {"name": rest.name})))
         for code, values, near in exp.neighbours(T):
             candidates.append((near[None] & pad, Phrase(f"diag.{code}", {**values, "expect": name})))
     if exp.padding:
@@ -621,6 +636,10 @@ def _prepare(enc, texts, mask, convention, expect, texts_b) -> tuple[_Case, str,
             "(on the command line, --text twice)"
         )
     raw, source = resolve(mask, seq=T, batch=B, heads=enc.config.n_heads, attention_mask=attention_mask)
+    if source == "predicate":  # a predicate says True = may attend: keep, whatever was declared
+        if declared != "keep":
+            notes.append(f"a predicate mask is keep (True = may attend): the declared {declared} is not used")
+        declared = "keep"
     placement = masks.place(tuple(raw.shape), B, enc.config.n_heads, T)
     raw4 = raw.reshape(placement.view)
     keep4 = masks.read_as(raw4, declared)  # (B or 1, H or 1, T or 1, T or 1): what code in that convention does
@@ -768,7 +787,7 @@ def _mass_finding(c: _Case, attentions: torch.Tensor) -> Finding:
 def check_mask(
     enc: Encoder,
     texts: list[str] | str,
-    mask: str | torch.Tensor | np.ndarray,
+    mask: Any,
     convention: str,
     expect: str,
     texts_b: list[str | None] | None = None,
@@ -776,8 +795,10 @@ def check_mask(
     """Return the verdict on `mask`, declared in `convention`, against `expect`, on the texts through enc's model.
 
     texts: one text, or several (a padded batch, needed for expect='padding').
-    mask: a tensor/array, a .npy/.npz/.pt path, a named mask ('causal'), or an expression over seq, batch, heads
-    and attention_mask (see models.masks.expressions). Its shape must broadcast to (batch, heads, q_pos, k_pos); a 2-D
+    mask: a tensor/array, a .npy/.npz/.pt path, a named mask ('causal'), an expression over seq, batch, heads
+    and attention_mask (see models.masks.expressions), or a predicate (b, h, q_idx, kv_idx) → bool: a function
+    (FlexAttention's mask_mod, a transformers mask function, a BlockMask) or an expression over q_idx and kv_idx
+    (models.masks.predicates; read as keep whatever `convention` says). Its shape must broadcast to (batch, heads, q_pos, k_pos); a 2-D
     (batch, seq) mask is a key-padding mask. Raises MaskError/InputError for input that cannot be checked.
 
     One function per finding: the shape and convention, the cells (leaks, over-masking), rows with no visible key,

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import MaskError
+from . import predicates
 from .expectations import is_expectation
 from .expectations import parse as parse_expectation
 
@@ -63,10 +64,7 @@ def causal_keep(seq: int, device: torch.device | str | None = None, window: int 
     window W: a sliding-window causal mask (Mistral's, transformers' sliding_window_causal_mask_function): query
     i sees keys i − W + 1 … i, itself and the W − 1 before it.
     """
-    keep = torch.tril(torch.ones(seq, seq, dtype=torch.bool, device=device))
-    if window is not None:
-        keep &= torch.triu(torch.ones(seq, seq, dtype=torch.bool, device=device), diagonal=-(window - 1))
-    return keep
+    return predicates.dense(predicates.causal_window(window), seq, device)
 
 
 def sink_window_keep(
@@ -92,16 +90,12 @@ def sink_window_keep(
 
 def window_keep(seq: int, width: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Return (seq, seq) bool: position i sees j when |i − j| ≤ width (a band, both sides)."""
-    idx = torch.arange(seq, device=device)
-    return (idx[:, None] - idx[None, :]).abs() <= width
+    return predicates.dense(predicates.band(width), seq, device)
 
 
 def prefix_keep(seq: int, prefix: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Return (seq, seq) bool prefix-LM mask: the first `prefix` positions see each other, the rest is causal."""
-    keep = causal_keep(seq, device)
-    p = min(prefix, seq)
-    keep[:, :p] = True  # everyone sees the prefix…
-    return keep  # …and causality holds after it (row i < p sees only the prefix, which includes itself)
+    return predicates.dense(predicates.prefix(prefix), seq, device)
 
 
 def is_named(spec: str) -> bool:

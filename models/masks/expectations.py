@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import MaskError
+from . import predicates
+from .predicates import Predicate
 
 KINDS = ("bidirectional", "causal", "padding", "window", "prefix", "chunk", "docs")
 EXPECT_HELP = (
@@ -52,28 +54,35 @@ class Term:
             return f"{self.kind}:{','.join(str(n) for n in self.value)}"
         return f"{self.kind}:{self.value}"
 
-    def keep(self, seq: int, device: torch.device | str | None = None) -> torch.Tensor | None:
-        """Return this term's (seq, seq) bool keep mask; None when it hides nothing by position."""
+    @property
+    def predicate(self) -> Predicate | None:
+        """Return this term as a mask predicate (models.masks.predicates); None when it hides nothing by position."""
         if self.kind in ("bidirectional", "padding"):
             return None
-        idx = torch.arange(seq, device=device)
-        i, j = idx[:, None], idx[None, :]
         if self.kind == "causal":
-            return j <= i
+            return predicates.causal()
         if self.kind == "window":
-            return (i - j).abs() <= int(self.value)  # type: ignore[arg-type]
+            return predicates.band(int(self.value))  # type: ignore[arg-type]
         if self.kind == "prefix":
-            return (j <= i) | (j < min(int(self.value), seq))  # type: ignore[arg-type]
+            return predicates.prefix(int(self.value))  # type: ignore[arg-type]
         if self.kind == "chunk":
-            c = int(self.value)  # type: ignore[arg-type]
-            return torch.div(i, c, rounding_mode="floor") == torch.div(j, c, rounding_mode="floor")
-        lengths = tuple(self.value)  # type: ignore[arg-type]
-        if sum(lengths) != seq:
+            return predicates.chunk(int(self.value))  # type: ignore[arg-type]
+        return predicates.documents(tuple(self.value))  # type: ignore[arg-type]
+
+    def keep(self, seq: int, device: torch.device | str | None = None) -> torch.Tensor | None:
+        """Return this term's (seq, seq) bool keep mask; None when it hides nothing by position."""
+        pred = self.predicate
+        if pred is None:
+            return None
+        self.check(seq)
+        return predicates.dense(pred, seq, device)
+
+    def check(self, seq: int) -> None:
+        """Raise MaskError when this term cannot describe `seq` positions (docs lengths that do not sum to it)."""
+        if self.kind == "docs" and sum(self.value) != seq:  # type: ignore[arg-type]
             raise MaskError(
-                f"{self.name}: the document lengths sum to {sum(lengths)}, but the sequence has {seq} positions"
+                f"{self.name}: the document lengths sum to {sum(self.value)}, but the sequence has {seq} positions"  # type: ignore[arg-type]
             )
-        doc = torch.repeat_interleave(torch.arange(len(lengths), device=device), torch.tensor(lengths, device=device))
-        return doc[:, None] == doc[None, :]
 
 
 @dataclass(frozen=True)
@@ -111,14 +120,18 @@ class Expectation:
     def term(self, kind: str) -> Term | None:
         return next((t for t in self.terms if t.kind == kind), None)
 
+    @property
+    def predicate(self) -> Predicate | None:
+        """Return the positional terms as one predicate (their AND); None when nothing is hidden by position."""
+        preds = [p for p in (t.predicate for t in self.positional) if p is not None]
+        return predicates.and_masks(*preds) if preds else None
+
     def position_keep(self, seq: int, device: torch.device | str | None = None) -> torch.Tensor | None:
         """Return the (seq, seq) bool keep mask of the positional terms; None when nothing is hidden by position."""
-        out: torch.Tensor | None = None
         for t in self.positional:
-            k = t.keep(seq, device)
-            if k is not None:
-                out = k if out is None else out & k
-        return out
+            t.check(seq)
+        pred = self.predicate
+        return None if pred is None else predicates.dense(pred, seq, device)
 
     def keep(self, seq: int, real: torch.Tensor | None = None) -> torch.Tensor:
         """Return the expected keep: (batch, q_pos, k_pos) bool for (batch, seq) real-token flags, else (seq, seq).
@@ -177,10 +190,9 @@ class Expectation:
                         variants.append(("off_by_one", {"name": self.replace(t, new).name}, new.keep(seq)))  # type: ignore[arg-type]
             if t.kind == "chunk":
                 c = int(t.value)  # type: ignore[arg-type]
-                idx = torch.arange(seq)
                 for offset in range(1, c):
-                    block = torch.div(idx - offset, c, rounding_mode="floor")
-                    variants.append(("chunk_shifted", {"size": c, "offset": offset}, block[:, None] == block[None, :]))
+                    shifted = predicates.dense(predicates.chunk(c, offset), seq)
+                    variants.append(("chunk_shifted", {"size": c, "offset": offset}, shifted))
             elif t.kind == "docs":
                 lengths = list(t.value)  # type: ignore[arg-type]
                 for k in range(len(lengths) - 1):
@@ -192,7 +204,7 @@ class Expectation:
                             new = Term("docs", tuple(moved))
                             variants.append(("off_by_one", {"name": self.replace(t, new).name}, new.keep(seq)))  # type: ignore[arg-type]
             elif t.kind == "causal":
-                variants.append(("next_visible", {}, torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)))
+                variants.append(("next_visible", {}, predicates.dense(predicates.causal(diagonal=1), seq)))
             out += [(code, values, keep if rest is None else keep & rest) for code, values, keep in variants]
         return out
 

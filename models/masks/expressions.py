@@ -34,6 +34,7 @@ import torch
 from .. import settings
 from ..errors import BudgetError, MaskError
 from .conventions import MAX_ELEMENTS
+from .predicates import Predicate
 
 MAX_CHARS = 1000
 MAX_NODES = 400
@@ -196,11 +197,23 @@ def _tensor(x: Any) -> torch.Tensor:
 def _broadcast_guard(*xs: Any, what: str) -> None:
     shapes = [tuple(x.shape) for x in xs if isinstance(x, torch.Tensor)]
     if len(shapes) > 1:
-        try:
-            out = torch.broadcast_shapes(*shapes)
-        except RuntimeError:
-            raise MaskError(f"{what}: shapes {' and '.join(map(str, shapes))} do not broadcast") from None
-        _check_numel(tuple(out), what)
+        out = _broadcast_shape(shapes)
+        if out is None:
+            raise MaskError(f"{what}: shapes {' and '.join(map(str, shapes))} do not broadcast")
+        _check_numel(out, what)
+
+
+def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """Return the shape these broadcast to, or None when they do not (torch.broadcast_shapes' first call imports
+    for seconds, which the expression's time budget would count)."""
+    n = max(len(s) for s in shapes)
+    out = []
+    for axis in range(n):
+        sizes = {s[len(s) - n + axis] for s in shapes if len(s) - n + axis >= 0} - {1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
 
 
 # ---- functions (torch and numpy spellings map to the same implementations) ---------------------------
@@ -629,15 +642,8 @@ class _Interpreter:
         return [self.run(e) for e in node.elts]
 
 
-def evaluate(
-    expr: str, seq: int, batch: int = 1, heads: int = 1, attention_mask: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Return the tensor a mask expression gives (any dtype; the declared convention reads it later).
-
-    seq: tokens of the (padded) input; batch: sentences; heads: the model's heads;
-    attention_mask: (batch, seq) int64, 1 = real token, as the tokenizer gives it (all ones when None).
-    Raises MaskError for anything not on the whitelist, for oversized tensors and for results that are not tensors.
-    """
+def _parse(expr: str) -> ast.Expression:
+    """Return the checked syntax tree of a mask expression, refusing what is not on the whitelist before running it."""
     if not isinstance(expr, str) or not expr.strip():
         raise MaskError("the mask expression is empty")
     if len(expr) > MAX_CHARS:
@@ -658,26 +664,26 @@ def evaluate(
             raise _refuse(f"the attribute {node.attr!r}")
         if type(node) in _REFUSED_NAMES or isinstance(node, ast.Pow | ast.MatMult):
             raise _refuse(_REFUSED_NAMES.get(type(node), "'**'" if isinstance(node, ast.Pow) else "'@'"))
-    if attention_mask is None:
-        attention_mask = torch.ones(batch, seq, dtype=torch.int64)
-    names: dict[str, Any] = {
-        "seq": int(seq),
-        "seq_len": int(seq),
-        "batch": int(batch),
-        "heads": int(heads),
-        "attention_mask": attention_mask.detach().cpu().long(),
-        "torch": _Namespace("torch"),
-        "np": _Namespace("np"),
-        "numpy": _Namespace("np"),
-        "math": _Namespace("math"),
-        "inf": math.inf,
-        **_BUILTINS,
-    }
+    return tree
+
+
+_COMMON_NAMES: dict[str, Any] = {
+    "torch": _Namespace("torch"),
+    "np": _Namespace("np"),
+    "numpy": _Namespace("np"),
+    "math": _Namespace("math"),
+    "inf": math.inf,
+    **_BUILTINS,
+}
+
+
+def _run(tree: ast.Expression, names: dict[str, Any]) -> Any:
+    """Return what the checked tree gives with these names, within the expression's memory and time budgets."""
     cfg = settings.current()
     meter = _Meter(cfg.expr_bytes, cfg.expr_seconds)
     token = _METER.set(meter)
     try:
-        out = _Interpreter(names, meter).run(tree)
+        out = _Interpreter({**_COMMON_NAMES, **names}, meter).run(tree)
     except RecursionError:
         raise MaskError("the mask expression is nested too deeply") from None
     except MemoryError:
@@ -688,8 +694,73 @@ def evaluate(
         _METER.reset(token)
     if isinstance(out, np.ndarray):
         out = torch.from_numpy(out)
+    return out
+
+
+def evaluate(
+    expr: str, seq: int, batch: int = 1, heads: int = 1, attention_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Return the tensor a mask expression gives (any dtype; the declared convention reads it later).
+
+    seq: tokens of the (padded) input; batch: sentences; heads: the model's heads;
+    attention_mask: (batch, seq) int64, 1 = real token, as the tokenizer gives it (all ones when None).
+    Raises MaskError for anything not on the whitelist, for oversized tensors and for results that are not tensors.
+    """
+    tree = _parse(expr)
+    if attention_mask is None:
+        attention_mask = torch.ones(batch, seq, dtype=torch.int64)
+    names: dict[str, Any] = {
+        "seq": int(seq),
+        "seq_len": int(seq),
+        "batch": int(batch),
+        "heads": int(heads),
+        "attention_mask": attention_mask.detach().cpu().long(),
+    }
+    out = _run(tree, names)
     if not isinstance(out, torch.Tensor):
         raise MaskError(f"the expression gives {out!r} ({type(out).__name__}), not a mask tensor")
     if out.numel() > MAX_ELEMENTS:
         raise MaskError(f"the expression gives {out.numel():,} cells; a mask may have at most {MAX_ELEMENTS:,}")
     return out
+
+
+# ---- predicate expressions ---------------------------------------------------------------------------
+
+PREDICATE_NAMES = ("q_idx", "kv_idx", "b", "h")  # FlexAttention's mask_mod(b, h, q_idx, kv_idx)
+
+
+def is_predicate_expression(expr: object) -> bool:
+    """Return True when expr is an expression over q_idx / kv_idx (a predicate), e.g. `kv_idx <= q_idx`."""
+    if not isinstance(expr, str) or len(expr) > MAX_CHARS or not expr.strip():
+        return False
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return False
+    return any(isinstance(n, ast.Name) and n.id in ("q_idx", "kv_idx") for n in ast.walk(tree))
+
+
+def predicate_expression(expr: str) -> Predicate:
+    """Return the mask predicate an expression over q_idx, kv_idx, b and h states, e.g.
+    `(kv_idx <= q_idx) & (q_idx - kv_idx < 4)` (a sliding-window causal mask of 4 positions).
+
+    Checked once here, run by the same interpreter as `evaluate` (never eval()) each time the predicate is made
+    into a tensor (models.masks.predicates.materialise: the whole square, a block of rows or a window). `seq`,
+    `batch` and `attention_mask` do not exist in a predicate: it says what one cell is, at any length.
+    """
+    tree = _parse(expr)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ("seq", "seq_len", "batch", "heads", "attention_mask"):
+            raise MaskError(
+                f"a predicate expression is over q_idx, kv_idx, b and h only; {node.id} belongs to a tensor expression"
+            )
+
+    def fn(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+        out = _run(tree, {"q_idx": q_idx, "kv_idx": kv_idx, "b": b, "h": h})
+        if isinstance(out, bool):
+            return torch.tensor(out)
+        if not isinstance(out, torch.Tensor):
+            raise MaskError(f"the predicate gives {type(out).__name__}, not True/False per cell")
+        return out
+
+    return Predicate(fn, " ".join(expr.split()))

@@ -99,17 +99,18 @@ def from_callable(obj: Any, name: str | None = None) -> Target:
     return Target(fn, label, takes, module=obj if isinstance(obj, nn.Module) else None)
 
 
-def load_file_target(spec: str) -> Target:
-    """Return the Target for 'FILE.py:NAME' (an instance or function) or 'FILE.py:NAME()' (called first).
+def load_file_object(spec: str, what: str = "target") -> tuple[Any, str]:
+    """Return (the object, its label) for 'FILE.py:NAME', or 'FILE.py:NAME()' (called first).
 
-    The file's folder goes on sys.path so that it can import its neighbours. Importing runs the file's code.
+    The file's folder goes on sys.path so that it can import its neighbours. Importing runs the file's code: the
+    command line only (check-attention --target, check-mask --mask), never the web app.
     """
     m = _FILE_TARGET.match(spec.strip())
     if not m:
-        raise TargetError(f"target {spec!r}: use FILE.py:NAME, FILE.py:NAME() or hf:FOLDER_OR_ID")
+        raise TargetError(f"{what} {spec!r}: use FILE.py:NAME or FILE.py:NAME()")
     path = Path(m["file"]).expanduser().resolve()
     if not path.is_file():
-        raise TargetError(f"target file {m['file']} does not exist")
+        raise TargetError(f"{what} file {m['file']} does not exist")
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -138,8 +139,26 @@ def load_file_target(spec: str) -> Target:
         except Exception as err:  # noqa: BLE001 — user code
             raise TargetError(f"calling {m['name']}() raised {one_line(err, 330, with_type=True)}") from None
         label += "()"
-    elif isinstance(obj, type):
-        raise TargetError(f"{m['name']} in {path.name} is a class: write {label}() to build it first")
+    return obj, label
+
+
+def is_file_object(spec: object) -> bool:
+    """Return True for 'FILE.py:NAME' or 'FILE.py:NAME()' (an object in a Python file)."""
+    return isinstance(spec, str) and bool(_FILE_TARGET.match(spec.strip()))
+
+
+def load_file_target(spec: str) -> Target:
+    """Return the Target for 'FILE.py:NAME' (an instance or function) or 'FILE.py:NAME()' (called first).
+
+    The file's folder goes on sys.path so that it can import its neighbours. Importing runs the file's code.
+    """
+    if not _FILE_TARGET.match(spec.strip()):
+        raise TargetError(f"target {spec!r}: use FILE.py:NAME, FILE.py:NAME() or hf:FOLDER_OR_ID")
+    obj, label = load_file_object(spec)
+    if isinstance(obj, type):
+        raise TargetError(
+            f"{label.rsplit(':', 1)[1]} in {Path(label.rsplit(':', 1)[0]).name} is a class: write {label}() to build it first"
+        )
     return from_callable(obj, label)
 
 
@@ -552,7 +571,7 @@ def check_attention(
     d_model: int | None = None,
     batch: int = DEFAULT_BATCH,
     pad: int | None = None,
-    padding_side: str = "right",
+    padding_side: str = "both",
     depth: int | None = None,
     seed: int = 0,
 ) -> AttentionReport:
@@ -564,16 +583,36 @@ def check_attention(
     expect: the grammar of models.masks.expectations ('causal+window:3', 'causal+padding', …).
     d_model: the input width (default 64; a transformers model brings its own). pad: padded positions at the end
     (or the start, padding_side='left') of batch item 0; when the expectation has padding and pad is None,
-    seq // 4 (at least 2). depth: layers the expectation is closed over (default 1; a transformers model's own
+    seq // 4 (at least 2). padding_side 'both' (the default) judges right padding, then left padding when right
+    passes: the report is the first that fails, or the left one. depth: layers the expectation is closed over (default 1; a transformers model's own
     layer count). Raises TargetError / MaskError / InputError for input that cannot be judged.
     """
     exp = parse_expectation(expect)
-    if padding_side not in ("left", "right"):
-        raise InputError(f"padding side {padding_side!r}: use left or right")
+    if padding_side not in ("left", "right", "both"):
+        raise InputError(f"padding side {padding_side!r}: use left, right or both")
+    padded = exp.padding or bool(pad)
+    # Both sides by default: with right padding (pads after the text) a causal target never lets a real token see a
+    # pad, so a module that pads the query axis instead of the keys passes; left padding is the side that can fail.
+    sides = ("right", "left") if padding_side == "both" and padded else (padding_side,)
+    if sides == ("both",):
+        sides = ("right",)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         tgt = load_target(target)
-        return _check(tgt, exp, seq, d_model, batch, pad, padding_side, depth, seed)
+        reports = []
+        for side in sides:
+            torch.manual_seed(seed)
+            reports.append(_check(tgt, exp, seq, d_model, batch, pad, side, depth, seed))
+            if not reports[-1].ok:
+                break
+    report = reports[-1]
+    if len(sides) > 1:
+        report.notes.append(
+            f"padding checked on both sides: fails with {report.padding_side} padding"
+            if not report.ok
+            else "padding checked on both sides: passes with right and with left padding"
+        )
+    return report
 
 
 def _check(

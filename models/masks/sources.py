@@ -20,7 +20,8 @@ from ..files import NpyHeaderError, read_npy_header, read_user_file
 from .conventions import _WORD, MASK_FILE_SUFFIXES, MAX_ELEMENTS, as_tensor, is_named
 from .expectations import EXPECT_HELP
 from .expectations import parse as parse_expectation
-from .expressions import evaluate
+from .expressions import evaluate, is_predicate_expression, predicate_expression
+from .predicates import Predicate, as_predicate, materialise
 
 # ---- loading ----------------------------------------------------------------------------------------
 
@@ -158,7 +159,7 @@ def looks_like_file(source: str) -> bool:
 
 
 def resolve(
-    source: str | torch.Tensor | np.ndarray,
+    source: str | torch.Tensor | np.ndarray | Predicate,
     seq: int,
     batch: int = 1,
     heads: int = 1,
@@ -166,16 +167,23 @@ def resolve(
 ) -> tuple[torch.Tensor, str]:
     """Return (mask tensor as given, kind) for a tensor, an array, a file path, a named mask or an expression.
 
-    kind is 'tensor', 'file', 'named' or 'expression'. Expressions see `seq`, `batch`, `heads` and the
-    tokenizer's `attention_mask` (batch, seq) 0/1; they are evaluated by models.masks.expressions, never by eval().
+    kind is 'tensor', 'file', 'named', 'expression' or 'predicate'. Expressions see `seq`, `batch`, `heads` and
+    the tokenizer's `attention_mask` (batch, seq) 0/1; they are evaluated by models.masks.expressions, never by
+    eval(). A predicate — a function (b, h, q_idx, kv_idx) → bool (a FlexAttention mask_mod, a transformers mask
+    function, a BlockMask) or an expression over q_idx, kv_idx, b and h — comes back as its keep tensor
+    (batch or 1, heads or 1, seq, seq): True = may attend, whatever convention was declared.
     """
     if isinstance(source, torch.Tensor | np.ndarray):
         return as_tensor(source), "tensor"
+    if not isinstance(source, str) and (callable(source) or hasattr(source, "mask_mod")):
+        return materialise(as_predicate(source), seq, batch=batch, heads=heads), "predicate"
     if not isinstance(source, str) or not source.strip():
         raise MaskError("no mask given: pass a file (.npy, .pt, .npz), a name such as causal, or an expression")
     s = source.strip()
     if looks_like_file(s):
         return load_mask_file(s), "file"
+    if is_predicate_expression(s):
+        return materialise(predicate_expression(s), seq, batch=batch, heads=heads), "predicate"
     if is_named(s):
         exp = parse_expectation(s)
         if exp.padding and attention_mask is not None:

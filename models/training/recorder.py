@@ -22,6 +22,7 @@ from torch import nn
 from ..analysis.heads import Roles, sentence_stats
 from ..analysis.induction import induction_from_maps
 from ..attention import repeat_kv
+from ..masks import predicates
 from ..network import Network
 from .arch import Arch
 from .tasks import Batch, Task
@@ -163,9 +164,7 @@ def score_stats(record: Any, causal: bool, d_k: int) -> tuple[np.ndarray, np.nda
         q, k, scores = layer["queries"], layer["keys"], layer["scores"]
         k = repeat_kv(k, q.shape[1] // k.shape[1])  # grouped keys: one per query head
         T = scores.shape[-1]
-        visible = torch.ones(T, T, dtype=torch.bool, device=scores.device)
-        if causal:
-            visible = visible.tril()
+        visible = predicates.dense(predicates.causal() if causal else predicates.everything(), T, scores.device)
         s = scores.float()[..., visible]  # (B, H, cells)
         reference = (q.float() @ k.float().transpose(-2, -1) / math.sqrt(d_k))[..., visible]
         std = float(s.std())

@@ -49,6 +49,7 @@ NEW_KIND_BUGS = {
     "bug_chunk_boundary": "diag.chunk_shifted",
     "bug_docs_neighbour": "diag.off_by_one",
     "bug_padding_side": "diag.padding_wrong_side",
+    "bug_predicate_window": "diag.off_by_one",
 }
 
 

@@ -97,7 +97,7 @@ def test_export_then_check(tmp_path, capsys):
         (["--mask", "__import__('os').system('id')", "--convention", "keep", "--expect", "causal"], "not allowed"),
         (["--mask", "causal", "--convention", "keep", "--expect", "sideways"], "unknown expectation"),
         (["--mask", "causal", "--convention", "inverted", "--expect", "causal"], "invalid choice"),
-        (["--mask", "causal", "--expect", "causal"], "--convention"),
+        (["--mask", "torch.tril(torch.ones(seq, seq))", "--expect", "causal"], "--convention is needed"),
         (["--mask", "attention_mask", "--convention", "keep", "--expect", "padding"], "padded batch"),
         (["--mask", "nothere.npy", "--convention", "keep", "--expect", "causal"], "does not exist"),
         (["--mask", "torch.ones(100000, 100000)", "--convention", "keep", "--expect", "causal"], "cells"),

@@ -155,16 +155,14 @@ def test_kv_cache_rows_equal_the_full_forward(gpt2):
 
 def test_planted_off_by_one_mask_breaks_parity(gpt2_tiny_dir, monkeypatch):
     """With tril(diagonal=1) — each token sees the next one — parity must fail, or the tolerance proves nothing."""
-    import models.network
+    from models.masks import predicates
 
     dec = load_model(str(gpt2_tiny_dir), device="cpu")
     text = TEXTS["english"]
     attn, hidden, _ = hf_reference(gpt2_tiny_dir, text)
     good = dec.encode(text)
     assert (good.attentions - attn).abs().max() <= ATTN_TOL
-    monkeypatch.setattr(
-        models.network, "causal_keep", lambda n, device=None, window=None: torch.ones(n, n, dtype=torch.bool).tril(1)
-    )
+    monkeypatch.setattr(predicates, "causal_window", lambda window=None: predicates.causal(diagonal=1))
     bad = dec.encode(text)
     assert (bad.attentions - attn).abs().max() > 100 * ATTN_TOL
     assert (bad.hidden_states - hidden).abs().max() > 100 * HIDDEN_TOL

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import models.attention
+import models.masks.predicates
 import models.network
 import models.rotary
 from models import load_model
@@ -149,9 +150,12 @@ def _shifted_repeat(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x[:, :, None].expand(B, n_kv, n_rep, S, d).reshape(B, n_kv * n_rep, S, d)
 
 
-def _wider_window(seq, device=None, window=None):
-    keep = torch.ones(seq, seq, dtype=torch.bool, device=device).tril()
-    return keep if window is None else keep & torch.ones_like(keep).triu(-window)  # W + 1 keys: off by one
+def _wider_window(window=None):
+    from models.masks import predicates
+
+    if window is None:
+        return predicates.causal()
+    return predicates.and_masks(predicates.causal(), predicates.sliding_window(window + 1))  # W + 1 keys: off by one
 
 
 @pytest.mark.parametrize(
@@ -159,8 +163,8 @@ def _wider_window(seq, device=None, window=None):
     [
         ("llama", models.rotary, "rotate_half", _swapped_pairs),
         ("llama", models.attention, "repeat_kv", _shifted_repeat),
-        ("mistral-window", models.network, "causal_keep", _wider_window),
-        ("qwen2-window", models.network, "causal_keep", _wider_window),
+        ("mistral-window", models.masks.predicates, "causal_window", _wider_window),
+        ("qwen2-window", models.masks.predicates, "causal_window", _wider_window),
     ],
 )
 def test_a_planted_bug_breaks_parity(name, target, attr, bug, root, monkeypatch):

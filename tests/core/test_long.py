@@ -174,9 +174,10 @@ def test_cli_exports_chosen_layers_and_heads_of_a_long_text(windowed, tmp_path, 
 def test_blocked_attention_is_the_plain_blocked_attention(n_kv, span, user):
     """The long forward's arranged block loop (one buffer, softmax in place, grouped heads, mask only where it
     hides) gives attend_rows' numbers block by block: context, log-sum-exps and pooled tiles."""
-    from models.attention import Options, attend_in_blocks, attend_in_blocks_plain
+    from models.attention import Options, attend_in_blocks
     from models.maps import Pooled, pool_block
     from models.masks.conventions import causal_keep
+    from tests.core.reference import attend_in_blocks_plain
 
     g = torch.Generator().manual_seed(0)
     T, nh, d = 700, 9, 16

@@ -221,3 +221,16 @@ def test_packed_documents():
     assert check_attention(docs, "causal+docs:5,11").ok
     r = check_attention(docs, "causal+docs:6,10")
     assert not r.ok and "off by one" in r.cause and "causal+docs:5,11" in r.cause
+
+
+def test_padding_is_checked_on_both_sides_by_default():
+    """A module that pads the query axis (attention_mask[:, None, :, None]) passes with right padding alone — under
+    causality no real token ever sees a pad — so the default checks left padding too, and catches it."""
+    bug = Attention(padding="queries")
+    assert check_attention(bug, "causal+padding", padding_side="right").ok  # why one side is not enough
+    r = check_attention(bug, "causal+padding")
+    assert not r.ok and r.padding_side == "left" and r.padded_reads
+    assert "query axis" in (r.cause or ""), r.text()
+    assert any("both sides: fails with left" in n for n in r.notes)
+    good = check_attention(Attention(), "causal+padding")
+    assert good.ok and any("passes with right and with left" in n for n in good.notes), good.text()
