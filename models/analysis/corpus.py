@@ -45,6 +45,7 @@ from .heads import (
     cosine_gram,
     flat_maps,
     js_parts,
+    kind_of,
     label_heads,
     mds,
     pairwise_refusal,
@@ -855,7 +856,7 @@ def report_from_document(data: bytes, name: str = "the statistics file") -> Head
         or [(li, hi) for li, hi in zip(layers, cols, strict=True)] != [(i // H, i % H) for i in range(L * H)]
     ):
         raise StatsFileError(f"{name}: heads must be every (layer, head) in layer-major order")
-    causal = doc.get("kind") == "decoder"
+    causal = doc.get("kind") == kind_of(True)
     allowed = set(DECODER_LABELS if causal else LABELS)
     stats: dict[str, np.ndarray] = {}
     for k in STATS:

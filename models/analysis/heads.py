@@ -584,6 +584,11 @@ def pairwise_refusal(n_heads: int, cells: int | None = None) -> str:
 # ---- the report every page and the CLI use --------------------------------------------------------
 
 
+def kind_of(causal: bool) -> str:
+    """Return the `kind` the CLI's JSON gives a report: "decoder" for a causal model's, else "encoder"."""
+    return "decoder" if causal else "encoder"
+
+
 @dataclass
 class HeadReport:
     """Statistics, labels and redundancy for one input or a corpus. numpy and lists only (pickles, caches)."""
@@ -617,7 +622,7 @@ class HeadReport:
     @property
     def kind(self) -> str:
         """Return "decoder" for a causal model's report, else "encoder" (the `kind` of the CLI's JSON)."""
-        return "decoder" if self.causal else "encoder"
+        return kind_of(self.causal)
 
     @property
     def pairwise(self) -> bool:

@@ -23,7 +23,7 @@ from ..files import read_user_file
 from ..weights import load_model
 from .common import EXIT_OK, UsageError, add_model_args, write_file
 
-HELP = "remove heads or key/value groups and measure the next-token KL (over prompts: mean and 95 % interval)"
+HELP = "remove heads or key/value groups and measure the next-token KL (over prompts: the mean and its 95-percent interval)"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

@@ -3,8 +3,8 @@ thread each), each run's checkpoint measured by transformers from position 0 at 
 default recipe (docs/training.md, "How the recipe was chosen") was picked; not a timed benchmark, and it writes
 no bench/results file.
 
-    python bench/train_sweep.py --grid warmup --seeds 0-3 --procs 16 --out sweep.jsonl
-    python bench/train_sweep.py --grid default --seeds 0 --procs 1 --max-steps 30     # does it run
+    python tools/train_sweep.py --grid warmup --seeds 0-3 --procs 16 --out sweep.jsonl
+    python tools/train_sweep.py --grid default --seeds 0 --procs 1 --max-steps 30     # does it run
 
 Grids: `warmup` (sweep 1: learning rate, warmup, weight decay, layout, head counts; 3,000 steps, constant rate),
 `copy` (sweep 3: the position-0 share with the decay and with d_model 128; 5,000 steps), `default` (the default
