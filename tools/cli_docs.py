@@ -33,9 +33,9 @@ EXAMPLES = {
     "compare": 'python -m models compare --model minilm --text "The keys to the cabinet are here." '
     '--against-text "The keys to the cabinet is here."',
     "train": "python -m models train --task induction --steps 200 --seed 0",
-    "perplexity": 'python -m models perplexity --model random:llama-tiny --text "The cat sat on the mat. The cat sat on '
-    'the mat." --cache sink:2+window:4 --json',
-    "needle": "python -m models needle --model random:llama-tiny --context 64,96 --depths 0,0.5,1 --json",
+    "perplexity": 'python -m models perplexity --model smollm2 --text "The cat sat on the mat. The cat sat on the mat." '
+    "--cache sink:2+window:4 --json",
+    "needle": "python -m models needle --model smollm2 --context 256 --depths 0,1 --json",
     "explain": 'python -m models explain --model smollm2 --text "The cat sat on the mat because it was tired." '
     "--layer 6 --head 4 --query -1 --key 2",
     "ablate": 'python -m models ablate --model smollm2 --text "The capital of France is" --heads 0.4 --kv-groups 3.1',
