@@ -28,6 +28,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("ATTENTION_LENS_BENCH_RESULTS", ROOT / "bench" / "results"))
 
 # A figure counts only from a quiet machine: save() refuses to write a result when the 1-minute load average, at
-# the start of the bench (this module's import) or at its end, was above QUIET_LOAD, unless the bench was run with
+# the start of the bench (this module's import) or at its end less the bench's own CPU rate, was above QUIET_LOAD, unless the bench was run with
 # --allow-load; then the result says "measured_under_load" and the docs mark every figure of it so. The flag is
 # taken off sys.argv here, once, so that every bench accepts it without an option of its own.
 QUIET_LOAD = 1.5
@@ -52,6 +53,14 @@ def _one_minute_load() -> float:
 
 
 LOAD_AT_START = _one_minute_load()
+_WALL_AT_START = time.monotonic()
+_CPU_AT_START = sum(os.times()[:4])  # this process and its waited-for children, user + system
+
+
+def own_load() -> float:
+    """Return the load this bench itself puts on the machine: its CPU seconds (children included) per wall second."""
+    wall = time.monotonic() - _WALL_AT_START
+    return (sum(os.times()[:4]) - _CPU_AT_START) / wall if wall > 0 else 0.0
 
 
 class BusyMachine(SystemExit):
@@ -218,8 +227,12 @@ def _command() -> str:
 
 
 def busiest_load() -> float:
-    """Return the larger 1-minute load average of this bench's start and of now."""
-    return max(LOAD_AT_START, _one_minute_load())
+    """Return the load from other work: the 1-minute load average at this bench's start, or now less its own.
+
+    A bench that keeps every core busy raises the load average itself (two threads on two cores end near 2);
+    that is not other work, so its own CPU rate is taken off the load at the end.
+    """
+    return max(LOAD_AT_START, _one_minute_load() - own_load())
 
 
 def save(name: str, figures: dict[str, Any], command: str | None = None) -> Path:

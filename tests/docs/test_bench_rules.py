@@ -71,3 +71,16 @@ def test_a_result_older_than_its_code_is_not_shown():
 
 def test_a_commit_unknown_to_the_repository_is_not_shown():
     assert "not in this repository" in bench_docs.stale(_doc("0000000"))
+
+
+def test_a_bench_busy_with_its_own_threads_is_not_other_work(tmp_path, monkeypatch):
+    # Two threads on two cores end a long bench near a load of 2: that load is the bench's own, not other work.
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "LOAD_AT_START", 0.4)
+    monkeypatch.setattr(results, "_one_minute_load", lambda: 1.9)
+    monkeypatch.setattr(results, "ALLOW_LOAD", False)
+    monkeypatch.setattr(results, "own_load", lambda: 1.8)
+    assert "measured_under_load" not in json.loads(results.save("encoder", _figures()).read_text())
+    monkeypatch.setattr(results, "own_load", lambda: 0.1)  # the same load with an idle bench: someone else's work
+    with pytest.raises(results.BusyMachine):
+        results.save("encoder", _figures())
