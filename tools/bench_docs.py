@@ -103,6 +103,8 @@ def under_load(doc: dict[str, Any]) -> bool:
     """True when the run says it was measured under load, or its 1-minute load average at the end exceeded 1.5."""
     if doc.get("measured_under_load"):
         return True
+    if "load_from_other_work" in doc:  # written by bench.results: the load at the end less the bench's own
+        return float(doc["load_from_other_work"]) > QUIET_LOAD
     m = doc.get("machine", {})
     try:
         return float(str(m.get("load_average", "0")).split()[0]) > QUIET_LOAD
