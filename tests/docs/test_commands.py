@@ -4,6 +4,11 @@ models, as a reader would paste them, in a fresh folder that holds `examples/` (
 A block that names what the reader brings (`# needs: my_file.py`) runs when that file exists, e.g. written from a
 block titled with its name on the same page; one that needs network or a folder nobody ships is skipped and says
 so. A broken example, a wrong exit code or a shell syntax error fails here, not in a newcomer's first hour.
+
+The commands run in bash as pasted; `python -m models …` and `attention-lens …` in them go to a warm interpreter
+(tests/warm.py) that imported torch and transformers once and forks a fresh process per command, so some seventy
+commands do not each pay the imports. That a real `python -m models` starts from any folder is tested in
+tests/docs/test_install.py.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.blocks import ROOT, Block, blocks, commands, pages
+from tests.warm import Warm
 
 RUNNABLE_LANGS = ("bash", "sh", "shell")
 # A documented command that fails today because of a known bug elsewhere: the issue that fixes it, and the
@@ -43,7 +49,7 @@ for _page in PAGES:
                 FIRST_PAGE.setdefault(_cmd.text, _page)
 
 
-def _env(tmp: Path) -> dict[str, str]:
+def _env(tmp: Path, warm: Warm | None = None) -> dict[str, str]:
     """The reader's shell after `pip install -e .`: the project importable, `attention-lens` on PATH, offline."""
     shim = tmp / ".bin"
     shim.mkdir()
@@ -52,13 +58,25 @@ def _env(tmp: Path) -> dict[str, str]:
         script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m models "$@"\n')
         script.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_LENS_")}
+    first = f"{warm.bin}:" if warm else ""
     return {
         **env,
-        "PATH": f"{Path(sys.executable).parent}:{shim}:{os.environ.get('PATH', '')}",
+        "PATH": f"{first}{Path(sys.executable).parent}:{shim}:{os.environ.get('PATH', '')}",
         "PYTHONPATH": str(ROOT),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
+
+
+@pytest.fixture(scope="session")
+def warm(tmp_path_factory):
+    """One warm interpreter per pytest worker, started under the readers' environment."""
+    folder = tmp_path_factory.mktemp("warm")
+    server = Warm(folder, _env(folder))
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def test_every_shell_block_is_valid_shell():
@@ -85,14 +103,14 @@ def test_no_shell_block_shows_output_or_prompts():
 
 @pytest.mark.long
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_page_commands_run(page: Path, tmp_path: Path):
+def test_page_commands_run(page: Path, tmp_path: Path, warm: Warm):
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     for b in blocks(page):
         if b.title and not b.body.lstrip().startswith("--8<--"):  # a file the reader makes (snippets are ours)
             target = tmp_path / b.title
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(b.body + "\n", encoding="utf-8")
-    env = _env(tmp_path)
+    env = _env(tmp_path, warm)
     failures, known, ran, skipped = [], [], 0, []
     for b in _shell_blocks(page):
         if b.skip:
