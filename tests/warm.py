@@ -43,10 +43,10 @@ def _child(conn: socket.socket, fds: list[int], request: dict) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         # Fresh standard streams on the new descriptors, made as Python's start-up makes them.
-        sys.stdin = io.TextIOWrapper(io.open(0, "rb", closefd=False), encoding="utf-8")
-        sys.stdout = io.TextIOWrapper(io.open(1, "wb", closefd=False), encoding="utf-8", line_buffering=os.isatty(1))
+        sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding="utf-8", line_buffering=os.isatty(1))
         sys.stderr = io.TextIOWrapper(
-            io.open(2, "wb", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+            open(2, "wb", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
         )
         sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
         sys.argv = ["-m", *request["argv"]]
