@@ -32,10 +32,17 @@ def _child(conn: socket.socket, fds: list[int], request: dict) -> None:
     """In the forked child: become the command, then exit with its status (never returns)."""
     import io
     import runpy
+    import threading
 
     code = 1
     try:
         os.setpgid(0, 0)  # its own group: the server can stop it and whatever it starts
+
+        def watch() -> None:  # the caller gone (killed at its timeout): so is the command, and all it started
+            if not conn.recv(1):
+                os.killpg(0, signal.SIGKILL)
+
+        threading.Thread(target=watch, daemon=True).start()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -153,6 +160,10 @@ class Warm:
             self.close()
             raise RuntimeError(f"the warm interpreter did not start: {line!r}")
         self.shims()
+
+    def command(self, argv: list[str]) -> list[str]:
+        """What to run instead of `[python, -m, models, *argv]`."""
+        return [sys.executable, "-I", "-S", str(CLIENT), self.socket, *argv]
 
     def shims(self) -> None:
         self.bin.mkdir(exist_ok=True)

@@ -1,7 +1,9 @@
 """Every hostile command-line input ends with exit 2 and one line on stderr naming what stopped it, in bounded time.
 
 Each case runs in its own process (tests/cli/hostile_cases.py), killed after its timeout; a traceback, a hang or
-exit 1 (the checker's FAIL) fails the test.
+exit 1 (the checker's FAIL) fails the test. A `python -m models` case is forked from a warm interpreter that
+imported torch once (tests/warm.py); `bench/hostile.py --only replay` runs every case as a cold process and
+measures its time and memory.
 """
 
 from __future__ import annotations
@@ -12,6 +14,20 @@ import subprocess
 import pytest
 
 from tests.cli import hostile_cases
+from tests.warm import Warm
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    server = Warm(tmp_path_factory.mktemp("warm"), hostile_cases.environment(hostile_cases.Case("", [], "")))
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _command(case: hostile_cases.Case, warm: Warm) -> list[str]:
+    return warm.command(case.argv) if case.module == "models" else hostile_cases.command(case)
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +45,12 @@ def _names() -> list[str]:
 
 
 @pytest.mark.parametrize("name", _names())
-def test_hostile_input_is_answered_in_one_line(cases, name):
+def test_hostile_input_is_answered_in_one_line(cases, warm, name):
     case = cases[name]
     stdout = open(case.stdout, "w") if case.stdout else subprocess.PIPE
     try:
         proc = subprocess.run(
-            hostile_cases.command(case),
+            _command(case, warm),
             cwd=hostile_cases.ROOT,
             env=hostile_cases.environment(case),
             stdin=subprocess.DEVNULL,
@@ -55,13 +71,13 @@ def test_hostile_input_is_answered_in_one_line(cases, name):
         assert re.search(case.message, err), err
 
 
-def test_refusal_is_the_same_whether_the_folder_exists(cases):
+def test_refusal_is_the_same_whether_the_folder_exists(cases, warm):
     """With ATTENTION_LENS_MODELS set, /etc (exists) and a missing folder give byte-identical refusals."""
     outs = []
     for name in ("ATTENTION_LENS_MODELS=minilm, --model /etc", "ATTENTION_LENS_MODELS=minilm, --model /no/such"):
         case = cases[name]
         proc = subprocess.run(
-            hostile_cases.command(case),
+            _command(case, warm),
             cwd=hostile_cases.ROOT,
             env=hostile_cases.environment(case),
             capture_output=True,
