@@ -39,6 +39,7 @@ import torch
 from bench.results import Record, load_average
 from bench.timing import alternate
 from models import load_model
+from models.network import ForwardOptions
 from models.weights import bundled_decoder_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,7 +175,7 @@ def main() -> None:
 
             def run_ours(ids=ids):
                 with torch.inference_mode():
-                    return ours.model(ids, on_demand=True, maps_only=True).attentions
+                    return ours.model(ids, options=ForwardOptions(on_demand=True, maps_only=True)).attentions
 
             def run_theirs(ids=ids):
                 with torch.inference_mode():

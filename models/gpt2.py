@@ -45,14 +45,14 @@ class CausalSelfAttention(nn.Module):
         self.scale = scale / (layer_idx + 1) if cfg.scale_attn_by_inverse_layer_idx else scale
 
     def forward(
-        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, cache: KVCache | None = None
+        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
         keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = may attend: the causal mask already
             ANDed with the caller's (the model makes it once per forward).
-        cache: when given, x holds only the new positions; their keys and values are appended to this layer's
-            cache and the new queries attend over all of them (q_pos = new positions, k_pos = all positions).
+        inputs.cache: when given, x holds only the new positions; their keys and values are appended to this
+            layer's cache and the new queries attend over all of them (q_pos = new positions, k_pos = all positions).
         """
         hook = opts.hook
         B, T, C = x.size()  # batch, new positions, d_model
@@ -63,8 +63,8 @@ class CausalSelfAttention(nn.Module):
         q = hook("q_heads", q.transpose(1, 2))  # (B, nh, T, d_k)
         k = k.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
         v = v.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-        if cache is not None:
-            k, v = cache.update(self.layer_idx, k, v)  # (B, nh, start + T, d_k)
+        if inputs is not None and inputs.cache is not None:
+            k, v = inputs.cache.update(self.layer_idx, k, v)  # (B, nh, start + T, d_k)
         context, probs = attend(q, k, None if opts.maps_only else v, keep, self.scale, opts)
         if context is None:
             return None, probs
@@ -114,7 +114,7 @@ class Block(nn.Module):
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return the block's output and its probs; with opts.maps_only, x unchanged."""
-        a, probs = self.attn(self.ln_1(x), keep, opts, None if inputs is None else inputs.cache)
+        a, probs = self.attn(self.ln_1(x), keep, opts, inputs)
         if a is None:
             return x, probs
         x = x + a  # (B, T, d_model)

@@ -67,7 +67,7 @@ class LlamaAttention(nn.Module):
         self.qk_norm = cfg.qk_norm
 
     def forward(
-        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs
+        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
@@ -85,7 +85,7 @@ class LlamaAttention(nn.Module):
         q = hook("q_heads", q.transpose(1, 2))  # (B, nh, T, d_k)
         k = hook("k_heads", k.transpose(1, 2))  # (B, n_kv, T, d_k)
         v = self.v_proj(x).view(B, T, self.kv_heads, self.d_k).transpose(1, 2)  # (B, n_kv, T, d_k)
-        assert inputs.rope is not None  # LlamaForCausalLM.prepare made it
+        assert inputs is not None and inputs.rope is not None  # LlamaForCausalLM.prepare made it
         cos, sin = inputs.rope
         q = hook("q_rot", apply_rotary(q, cos, sin))  # rotated by each query's position
         k = apply_rotary(k, cos, sin)  # by each key's: q·k then depends on the distance only
@@ -136,7 +136,6 @@ class LlamaDecoderLayer(nn.Module):
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return the block's output and its probs; with opts.maps_only, x unchanged."""
-        assert inputs is not None  # the rotary tables live there
         a, probs = self.self_attn(self.input_layernorm(x), keep, opts, inputs)
         if a is None:
             return x, probs

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -21,7 +21,7 @@ from torch import nn
 from .. import families
 from ..capabilities import Capabilities
 from ..errors import InputError
-from ..network import ForwardResult, Network
+from ..network import ForwardOptions, ForwardResult, Network
 
 INIT_STD = 0.02  # GPT-2's and Llama's initialiser range: normal(0, 0.02) for every weight and embedding
 
@@ -95,7 +95,8 @@ class Arch:
         T = ids.shape[1]  # seq
         # No causal mask: the troubleshooting page's what-if argument, a mask that lets every query see every key.
         everything = None if causal else torch.ones(T, T, dtype=torch.bool, device=ids.device)
-        return model(ids, causal=everything, record=record)
+        how, net = ForwardOptions(causal=everything), cast(Network, model)
+        return net.run_with_cache(ids, options=how)[0] if record else net(ids, options=how)
 
     def logits(self, model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
         return model.logits(hidden)  # type: ignore[operator]  # Network.logits: the (tied) LM head
