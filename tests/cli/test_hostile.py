@@ -1,6 +1,6 @@
 """Every hostile command-line input ends with exit 2 and one line on stderr naming what stopped it, in bounded time.
 
-Each case runs in its own process (tests/cli/hostile_cases.py), killed after its timeout; a traceback, a hang or
+Each case runs in its own process (lens_testing/hostile_cases.py), killed after its timeout; a traceback, a hang or
 exit 1 (the checker's FAIL) fails the test.
 """
 
@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.cli import hostile_cases
+from lens_testing import hostile_cases
 
 
 @pytest.fixture(scope="module")
