@@ -59,7 +59,7 @@ def test_a_recorder_with_sites_names_the_line_that_made_each_tensor(minilm):
 
 
 def test_the_implementations_are_named_and_agree():
-    """"eager" and "blocks" share the signature (q, k, v, keep, scale, opts) and give the same context."""
+    """The "eager" and "blocks" implementations share the signature (q, k, v, keep, scale, opts) and give the same context."""
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 4, 300, 8, generator=g) for _ in range(3))
     k, v = k[:, :2], v[:, :2]  # grouped: 2 key/value heads
