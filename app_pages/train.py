@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 
 from models import AttnVizError
-from models.training import ARCHS, Record, TrainConfig
+from models.training import Record, TrainConfig, trainable
 from models.training.recorder import DETERMINED_LOSS_TARGET, INDUCTION_THRESHOLD
 from models.training.trainer import phase_change
 from ui import presentation, sidebar, training
@@ -24,7 +24,7 @@ from viz.overview import overview_figure, render_mosaic
 from viz.training import curves, head_series, layer_series, phase_figure, small_multiples, spread_figure, spread_series
 
 TASKS = ("induction", "reverse", "text")
-FAMILIES = tuple(ARCHS)
+FAMILIES = trainable()
 BREAKS = ("none", "no_scale", "no_causal")
 HEAD_COUNTS = (1, 2, 4, 8)
 COMPARE_SEEDS = 3  # "Compare head counts": every head count on the seed set and the next two

@@ -8,7 +8,7 @@ paste ~400-word texts at once, and a soak of 200 varied requests against the cac
 
 Targets (issue 13): every hostile CLI case exits 2 with one line, peak < 1.5 GB; 16 long-text sessions finish with
 no exception and the server < 4 GB; after the soak the server holds no more than the cache budget over what it held
-after the first 20 requests. Issue 26: every crafted attention file (tests/hostile/corpus.py) read by
+after the first 20 requests. Issue 26: every crafted attention file (lens_testing/hostile_corpus.py) read by
 `stats --attentions` exits 0 or 2 with one line, within 30 s and 1.5 GB; two sessions uploading the 4,096-head file
 leave the server alive under 2 GB, and a third visitor's typed text is answered within twice its quiet time. Only
 127.0.0.1 is contacted; the server is started with this venv's python, so the PID read in /proc is the server's own.
@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.results import Record  # noqa: E402
-from tests.browser.support import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
-from tests.cli import hostile_cases  # noqa: E402
-from tests.hostile import corpus  # noqa: E402
+from lens_testing import hostile_cases  # noqa: E402
+from lens_testing import hostile_corpus as corpus  # noqa: E402
+from lens_testing.browser import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 
 GB = 1 << 30
 WORDS = (

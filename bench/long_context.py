@@ -39,6 +39,7 @@ import torch
 from bench.results import Record, load_average
 from bench.timing import alternate
 from models import load_model
+from models.network import ForwardOptions
 from models.weights import bundled_decoder_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +105,7 @@ def _server_gb(pid: int, field: str) -> float:
 
 def app_overview(path: Path) -> dict[str, float]:
     """Upload the text file on Explore with SmolLM2 picked; time until the new overview image is on the page."""
-    from tests.browser.support import app_process, browser
+    from lens_testing.browser import app_process, browser
 
     with app_process(timeout=300) as (base, proc), browser() as b:
         page = b.new_page(viewport={"width": 1400, "height": 900})
@@ -174,7 +175,7 @@ def main() -> None:
 
             def run_ours(ids=ids):
                 with torch.inference_mode():
-                    return ours.model(ids, on_demand=True, maps_only=True).attentions
+                    return ours.model(ids, options=ForwardOptions(on_demand=True, maps_only=True)).attentions
 
             def run_theirs(ids=ids):
                 with torch.inference_mode():
@@ -204,7 +205,7 @@ def main() -> None:
             )
             del maps
         app = None
-        from tests.browser.support import have_browser
+        from lens_testing.browser import have_browser
 
         if not args.skip_app and args.device == "cpu" and have_browser():
             del theirs  # the server is a process of its own: leave it the memory

@@ -101,9 +101,9 @@ def main() -> None:
         sys.exit("error: py-spy not found: pip install -r requirements-dev.txt")
 
     from bench.serve import cpu_seconds, texts_of, type_text, wait_idle
+    from lens_testing.browser import app_process, browser
     from models import bundled_model_dir
     from models.weights import _load_tokenizer
-    from tests.browser.support import app_process, browser
 
     texts = texts_of(_load_tokenizer(bundled_model_dir()), args.tokens, args.texts + 1, seed=11 * args.tokens)
     with tempfile.TemporaryDirectory() as tmp:

@@ -372,7 +372,7 @@ def app_overview_ms(browser, texts: dict[str, str], timeout_s: float) -> dict[st
     """
     from urllib.parse import quote
 
-    from tests.browser.support import app_server
+    from lens_testing.browser import app_server
 
     out = {}
     with app_server(timeout=120) as url:
@@ -403,7 +403,7 @@ def app_typed_s(browser, texts: list[str], timeout_s: float) -> float:
     import statistics
 
     from bench.serve import type_text, wait_idle
-    from tests.browser.support import app_server
+    from lens_testing.browser import app_server
 
     with app_server(timeout=120) as url:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -427,8 +427,8 @@ def main() -> None:
     ap.add_argument("--no-app", action="store_true", help="skip the end-to-end run in the Streamlit app")
     args = ap.parse_args()
 
+    from lens_testing.browser import browser
     from models import load_encoder
-    from tests.browser.support import browser
 
     enc = load_encoder("minilm", device="cpu")
     short = enc.encode(text_of(enc.tokenizer, args.tokens))

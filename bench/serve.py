@@ -195,9 +195,9 @@ def main() -> None:
 
     from bench.encoder import bert_base_folder
     from bench.results import Record, load_average
+    from lens_testing.browser import ARTIFACTS, app_process, browser
     from models import bundled_model_dir
     from models.weights import _load_tokenizer
-    from tests.browser.support import ARTIFACTS, app_process, browser
 
     lengths = [int(x) for x in args.lengths.split(",")]
     sessions = max(0, min(args.sessions, 32))

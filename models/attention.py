@@ -16,7 +16,7 @@ we need the weights themselves, and we want to show the code that makes them.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,17 +42,19 @@ class Options:
     probs_out: torch.Tensor | None = None  # float32 (batch, heads, q_pos, k_pos): the probs are written here
     fill: float | None = None  # the score a hidden key gets; None = finfo(dtype).min (never a NaN row)
     maps_only: bool = False  # the probs are all that is wanted: no V, no context (the last layer of a maps run)
-    # Long inputs: query rows are processed `rows` at a time, so heads · q_pos · k_pos numbers never exist at
-    # once, and no probs are returned; each row's log-sum-exp goes to lse_out (batch, heads, q_pos), from which
-    # any map is exact again later (models.maps). span (start, window): a causal layer's rows start…, so a
-    # block of rows reads only the keys it can see.
-    rows: int | None = None
+    # Which implementation of ATTENTION_FUNCTIONS runs: "eager" (attend_rows, what the lecture shows) or
+    # "blocks" (attend_in_blocks, the long-text loop the network picks for maps on demand).
+    implementation: str = "eager"
+    # "blocks": query rows are processed `rows` at a time, so heads · q_pos · k_pos numbers never exist at once,
+    # and no probs are returned. Either implementation writes each row's log-sum-exp to lse_out (batch, heads,
+    # q_pos), from which any map is exact again later (models.maps).
+    rows: int = 128  # models.maps.FORWARD_ROWS
     lse_out: torch.Tensor | None = None
-    span: tuple[int, int | None] | None = None
     pool: Any = None  # models.maps.Pooled: each block's probs also pooled into overview tiles (rows(), add())
     # The layer's own mask as a predicate (models.masks.predicates) over absolute positions, the query rows being
-    # positions start, start + 1, …: made into a tensor only where it is needed (a block of rows at a time in
-    # the long loop, which also reads only the keys it allows). `keep` then carries only the caller's mask.
+    # positions start, start + 1, …: made into a tensor only where it is needed (whole for "eager", a block of
+    # rows at a time for "blocks", which also reads only the keys it allows). `keep` then carries only the
+    # caller's mask.
     mask: Predicate | None = None
     start: int = 0
 
@@ -102,25 +104,37 @@ def attend(
 
     q: (batch, heads, q_pos, d_k); k, v: (batch, kv_heads, k_pos, d_k), kv_heads dividing heads; v None (with
     opts.maps_only) returns (None, probs). keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = the
-    query may attend to the key; None = every key. scale: 1/√d_k for every family here (GPT-2 checkpoints may
-    add 1/(layer + 1)). With opts.rows (long inputs) the probs come back as None: see `attend_in_blocks`.
+    query may attend to the key; None = every key. scale: the layer's own (1/√d_k for most checkpoints; GPT-2's
+    may drop it or add 1/(layer + 1)). The work is done by ATTENTION_FUNCTIONS[opts.implementation]; "blocks"
+    returns no probs (None).
     """
     hook = opts.hook
     q, k = hook("queries", q), hook("keys", k)
-    if opts.mask is not None and not (opts.rows is not None and q.size(2) > opts.rows):
-        own = predicates.materialise(opts.mask, (opts.start, opts.start + q.size(2)), k.size(2), device=q.device)
-        keep = own if keep is None else own & keep
-    if opts.rows is not None and q.size(2) > opts.rows:  # a long input: blocks of rows, groups kept grouped
-        context, probs = attend_in_blocks(q, k, None if v is None else hook("values", v), keep, scale, opts)
-    else:
-        n_rep = q.size(1) // k.size(1)  # query heads per key/value head
-        k = hook("keys_rep", repeat_kv(k, n_rep))  # (B, nh, S, d_k)
-        if v is not None:
-            v = repeat_kv(hook("values", v), n_rep)  # (B, nh, S, d_k)
-        context, probs = attend_rows(q, k, v, keep, scale, opts)
+    v = None if v is None else hook("values", v)
+    context, probs = ATTENTION_FUNCTIONS[opts.implementation](q, k, v, keep, scale, opts)
     if context is not None and opts.head_gates is not None:
         context = context * opts.head_gates.to(context.dtype).view(-1, q.size(1), 1, 1)  # (1 or B, nh, 1, 1)
     return context, probs
+
+
+def eager_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor | None,
+    keep: torch.Tensor | None,
+    scale: float,
+    opts: Options,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """The "eager" implementation (transformers' eager_attention_forward): the layer's predicate made whole,
+    K and V repeated per query head, then `attend_rows`. Arguments as `attend`'s (k, v not repeated)."""
+    if opts.mask is not None:
+        own = predicates.materialise(opts.mask, (opts.start, opts.start + q.size(2)), k.size(2), device=q.device)
+        keep = own if keep is None else own & keep
+    n_rep = q.size(1) // k.size(1)  # query heads per key/value head
+    k = opts.hook("keys_rep", repeat_kv(k, n_rep))  # (B, nh, S, d_k)
+    if v is not None:
+        v = repeat_kv(v, n_rep)  # (B, nh, S, d_k)
+    return attend_rows(q, k, v, keep, scale, opts)
 
 
 def attend_rows(
@@ -150,17 +164,6 @@ def attend_rows(
     return context, probs
 
 
-def visible_keys(r0: int, r1: int, n_keys: int, span: tuple[int, int | None] | None) -> tuple[int, int]:
-    """Return the keys [k0, k1) query rows [r0, r1) can see: all of them, or a causal layer's (start, window).
-
-    The mask predicate's own key span (models.masks.predicates.causal_window) says it; span is (start, window).
-    """
-    if span is None:
-        return 0, n_keys
-    start, window = span
-    return predicates.causal_window(window).keys(start + r0, start + r1, n_keys)
-
-
 def block_keep(
     keep: torch.Tensor | None, opts: Options, r0: int, r1: int, k0: int, k1: int, device: torch.device
 ) -> torch.Tensor | None:
@@ -176,10 +179,10 @@ def block_keep(
 
 
 def key_range(opts: Options, r0: int, r1: int, n_keys: int) -> tuple[int, int]:
-    """Return the keys [k0, k1) query rows r0:r1 may see: the layer's predicate's span, else opts.span's."""
+    """Return the keys [k0, k1) query rows r0:r1 may see: the span of the layer's predicate (all without one)."""
     if opts.mask is not None:
         return opts.mask.keys(opts.start + r0, opts.start + r1, n_keys)
-    return visible_keys(r0, r1, n_keys, opts.span)
+    return 0, n_keys
 
 
 def _cut(keep: torch.Tensor, r0: int, r1: int, k0: int, k1: int) -> torch.Tensor:
@@ -190,6 +193,20 @@ def _cut(keep: torch.Tensor, r0: int, r1: int, k0: int, k1: int) -> torch.Tensor
 
 
 def attend_in_blocks(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor | None,
+    keep: torch.Tensor | None,
+    scale: float,
+    opts: Options,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The "blocks" implementation: `eager_attention` when the rows fit in one block, else `_blocks`."""
+    if q.size(2) <= opts.rows:
+        return eager_attention(q, k, v, keep, scale, opts)
+    return _blocks(q, k, v, keep, scale, opts)
+
+
+def _blocks(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor | None,
@@ -214,7 +231,6 @@ def attend_in_blocks(
     B, nh, T, _ = q.shape  # batch, heads, q_pos, d_k
     n_kv, S = k.size(1), k.size(2)  # key/value heads, keys
     g = nh // n_kv  # query heads per key/value head
-    assert opts.rows is not None
     R = opts.rows if opts.pool is None else opts.pool.rows(opts.rows)
     fill = opts.fill
     context = None if v is None else q.new_empty(B, nh, T, v.size(-1))
@@ -261,35 +277,19 @@ def _fill_hidden(scores: torch.Tensor, hidden: torch.Tensor, fill: float) -> Non
     scores[..., c0:c1].masked_fill_(hidden[..., c0:c1], fill)
 
 
+# The attention implementations a layer can run, by name (transformers' ALL_ATTENTION_FUNCTIONS): the same
+# signature (q, k, v, keep, scale, opts) → (context, probs); opts.implementation picks one. To add one, write it
+# with that signature and register it here; tests/core/test_long.py holds each to attend_rows' numbers.
+ATTENTION_FUNCTIONS: dict[str, Callable[..., tuple[torch.Tensor | None, torch.Tensor | None]]] = {
+    "eager": eager_attention,
+    "blocks": attend_in_blocks,
+}
+
+
 # ---- what the hooks keep -------------------------------------------------------------------------------
 
-# The tensors `record=True` keeps per layer (EncoderOutput's internals), by hook point.
+# The tensors Network.run_with_cache keeps per layer by default (EncoderOutput's internals), by hook point.
 RECORDED = ("queries", "keys", "values", "scores", "context")
-
-
-@dataclass
-class Recorder:
-    """Keeps the RECORDED tensors of every layer during one forward (only when asked: they cost memory)."""
-
-    tensors: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per layer, by hook point
-    hidden_states: list[torch.Tensor] = field(default_factory=list)  # [batch, seq, d_model]: layer inputs + last
-
-    def at(self, layer: int) -> Hook:
-        """Return the hook for `layer`."""
-        while len(self.tensors) <= layer:
-            self.tensors.append({})
-        kept = self.tensors[layer]
-
-        def hook(name: str, t: torch.Tensor) -> torch.Tensor:
-            if name in RECORDED:
-                kept[name] = t
-            return t
-
-        return hook
-
-    def stacked(self, name: str) -> torch.Tensor:
-        """Return (batch, layers, …) of one recorded point."""
-        return torch.stack([layer[name] for layer in self.tensors], dim=1)
 
 
 @dataclass(frozen=True)
@@ -302,14 +302,53 @@ class Site:
 
 
 @dataclass
-class StepRecorder:
-    """Keeps every hooked tensor of one layer call and the line that made it (the lecture's view of a layer)."""
+class Recorder:
+    """The one keeper of hooked tensors (TransformerLens' ActivationCache): Network.run_with_cache fills it.
 
-    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
-    sites: dict[str, Site] = field(default_factory=dict)
+    names: the hook points kept (HOOK_POINTS; None = every one); layers: the layers kept (None = all); sites:
+    also keep the file and line that made each tensor (the lecture's view of a layer). Every layer's input is
+    kept in hidden_states when the network runs it (references, no copies).
+    """
 
-    def __call__(self, name: str, t: torch.Tensor) -> torch.Tensor:
-        frame = sys._getframe(1)  # the hook's caller: the line of model code that made t
-        self.tensors[name] = t
-        self.sites[name] = Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-        return t
+    names: Collection[str] | None = RECORDED
+    layers: Collection[int] | None = None
+    sites: bool = False
+    tensors: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per layer, by hook point
+    where: list[dict[str, Site]] = field(default_factory=list)  # per layer, by hook point (with sites=True)
+    hidden_states: list[torch.Tensor] = field(default_factory=list)  # [batch, seq, d_model]: layer inputs + last
+
+    def at(self, layer: int) -> Hook:
+        """Return the hook for `layer` (no_hook for a layer not kept)."""
+        if self.layers is not None and layer not in self.layers:
+            return no_hook
+        while len(self.tensors) <= layer:
+            self.tensors.append({})
+            self.where.append({})
+        kept, where, names = self.tensors[layer], self.where[layer], self.names
+
+        if self.sites:
+
+            def traced(name: str, t: torch.Tensor) -> torch.Tensor:
+                if names is None or name in names:
+                    kept[name] = t
+                    frame = sys._getframe(1)  # the hook's caller: the line of model code that made t
+                    where[name] = Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+                return t
+
+            return traced
+
+        def hook(name: str, t: torch.Tensor) -> torch.Tensor:
+            if names is None or name in names:
+                kept[name] = t
+            return t
+
+        return hook
+
+    def __getitem__(self, key: tuple[str, int]) -> torch.Tensor:
+        """Return one kept tensor: rec["queries", 3] is layer 3's queries."""
+        name, layer = key
+        return self.tensors[layer][name]
+
+    def stacked(self, name: str) -> torch.Tensor:
+        """Return (batch, layers, …) of one recorded point (every layer must have kept it)."""
+        return torch.stack([layer[name] for layer in self.tensors], dim=1)

@@ -54,9 +54,11 @@ class SelfAttention(nn.Module):
         self.value = nn.Linear(cfg.d_model, cfg.d_model)  # W_v
 
     def forward(
-        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options
+        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Return the heads' concatenated context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
+
+        The signature of every family's attention module (inputs: the per-forward facts; BERT reads none).
 
         keep: bool, broadcastable to (batch, heads, q_pos, k_pos); True = the query may attend to the key.
         With opts.maps_only, V and the context are not computed: (None, probs).
@@ -139,7 +141,7 @@ class Layer(nn.Module):
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return the layer's output (batch, seq, d_model) and its probs; with opts.maps_only, x unchanged."""
-        context, probs = self.attention.self(x, keep, opts)
+        context, probs = self.attention.self(x, keep, opts, inputs)
         if context is None:
             return x, probs
         h = self.attention.output(context, x, opts)  # LN(x + W_o·context)

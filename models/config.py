@@ -362,3 +362,40 @@ def _windows(hf: dict[str, Any], model_type: str, n_layers: int) -> tuple[int | 
 
 
 ModelConfig = BertConfig | GPT2Config | LlamaConfig
+
+
+# ---- training recipes: what the training lab asks a family (models.training.arch) ---------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the trainer asks a family to build."""
+
+    layers: int
+    heads: int
+    d_model: int
+    vocab_size: int
+    positions: int  # max positions = the task's sequence length
+    mlp: bool  # False: attention-only (the MLP zero and frozen)
+    scale: bool = True  # divide scores by √d_k; False is the "break it" switch (§7: loss does not fall)
+    bos_id: int = 0  # config's bos/eos (one token for both)
+
+
+@dataclass(frozen=True)
+class TrainingRecipe:
+    """One family's training knowledge, kept with the family (its `Family.training` in models.families).
+
+    config: Shape → our config of the family; hf_config: that config → transformers' config keywords;
+    residual: names of the projections back into the residual stream (initialised at std / √(2·layers));
+    saves_unscaled: the config itself can drop 1/√d_k (scale=False) so that transformers reads the checkpoint the
+    same way (GPT-2's scale_attn_weights); otherwise the trainer sets each layer's scale to 1 and cannot save it.
+    qk_grads: model → per layer (grad of W_q, grad of W_k); norms: (model, mlp) → (name, module) of every norm
+    whose output the network uses, in order.
+    """
+
+    config: Any  # Callable[[Shape], config]
+    hf_config: Any  # Callable[[config], dict[str, Any]]
+    residual: tuple[str, ...]
+    qk_grads: Any  # Callable[[network], list[tuple[Tensor, Tensor]]]
+    norms: Any  # Callable[[network, bool], list[tuple[str, Module]]]
+    saves_unscaled: bool = False

@@ -19,7 +19,7 @@ from .maps import OnDemandMaps
 from .masks import conventions as masks
 from .masks import predicates
 from .masks.expressions import is_predicate_expression, predicate_expression
-from .network import Network
+from .network import ForwardOptions, Network
 from .tokens import display_tokens
 
 # Our attention matches transformers' eager model on the same weights to this (max abs difference, float32):
@@ -424,16 +424,12 @@ class Encoder:
         keep = masks.combine(pad, user_keep)
 
         on_demand = self._needs_on_demand(B, T, internals)
-        res = self.model(
-            input_ids.to(self.device),
-            token_type_ids.to(self.device),
-            keep=keep,
-            record=internals,
-            maps_only=not hidden and not internals,
-            on_demand=on_demand,
-            keep_layers=layers,
-            progress=progress,
-        )
+        how = ForwardOptions(maps_only=not hidden, on_demand=on_demand, layers=layers, progress=progress)
+        ids, types = input_ids.to(self.device), token_type_ids.to(self.device)
+        if internals:  # Q, K, V, scores and context of every layer, and every layer's input
+            res, rec = self.model.run_with_cache(ids, types, keep, names=RECORDED, options=how)
+        else:
+            res, rec = self.model(ids, types, keep, options=how), None
         # (B, layers, heads, q_pos, k_pos) float32; on demand: OnDemandMaps (layers, heads, q_pos, k_pos) of one text
         attentions = res.attentions.cpu()
         if keep is None:
@@ -450,10 +446,10 @@ class Encoder:
                 mask_name = "causal"
 
         extra: dict[str, torch.Tensor] = {}
-        if internals and res.record is not None:
+        if rec is not None:
             for name in RECORDED:
-                extra[name] = res.record.stacked(name).float().cpu()
-            extra["layer_inputs"] = torch.stack(res.record.hidden_states, dim=1).float().cpu()
+                extra[name] = rec.stacked(name).float().cpu()
+            extra["layer_inputs"] = torch.stack(rec.hidden_states, dim=1).float().cpu()
 
         unk_id = getattr(self.tokenizer, "unk_token_id", None) if self.capabilities.may_have_unknown else None
         n_unknown = [int((row == unk_id).sum()) for row in input_ids] if unk_id is not None else [0] * B

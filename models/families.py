@@ -14,9 +14,10 @@ from typing import Any
 
 import torch
 
+from . import gpt2, llama
 from .bert import BertModel
 from .capabilities import Capabilities, TokenDisplay
-from .config import BertConfig, GPT2Config, LlamaConfig
+from .config import BertConfig, GPT2Config, LlamaConfig, TrainingRecipe
 from .errors import UnsupportedArchitectureError
 from .gpt2 import GPT2Model, port_gpt2
 from .llama import LlamaForCausalLM
@@ -110,9 +111,14 @@ class Family:
     # Heads a checkpoint may carry besides the network: (folder, our config, transformers' loading info) → a
     # module or None. BERT's masked-LM head (head importance's loss).
     extra_head: Callable[[str, Any, dict[str, Any]], Any] | None = None
+    # What the training lab asks of it (models.training.arch): how a Shape becomes its config, its init's
+    # residual projections, its norms and W_q/W_k gradients; None = the lab does not train it.
+    training: TrainingRecipe | None = None
 
 
-def _llama_family(model_type: str, hf_model: str, hf_config: str, **randoms: dict[str, Any]) -> Family:
+def _llama_family(
+    model_type: str, hf_model: str, hf_config: str, training: TrainingRecipe | None = None, **randoms: dict[str, Any]
+) -> Family:
     """One entry of the Llama family: the same network, port and capabilities, its own transformers classes."""
     return Family(
         model_type,
@@ -125,6 +131,7 @@ def _llama_family(model_type: str, hf_model: str, hf_config: str, **randoms: dic
         "byte_level",
         pad_with_eos=True,
         randoms=randoms,
+        training=training,
     )
 
 
@@ -163,11 +170,13 @@ REGISTRY: dict[str, Family] = {
             "gpt2": dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=50257),
             "gpt2-tiny": dict(n_embd=64, n_layer=2, n_head=4, n_positions=1024),
         },
+        training=gpt2.TRAINING,
     ),
     "llama": _llama_family(
         "llama",
         "LlamaForCausalLM",
         "LlamaConfig",
+        llama.TRAINING,
         # 2 layers, 4 query heads sharing 2 key/value heads: GQA at a size tests and laptops run at once.
         **{
             "llama-tiny": dict(
@@ -185,6 +194,17 @@ REGISTRY: dict[str, Family] = {
     "qwen2": _llama_family("qwen2", "Qwen2ForCausalLM", "Qwen2Config"),
     "qwen3": _llama_family("qwen3", "Qwen3ForCausalLM", "Qwen3Config"),
 }
+
+
+# The family the training lab starts with. Llama's rotary positions: a previous-token head is one rotation for
+# every position, and the induction head forms in a few hundred steps; GPT-2's learned positions must learn "one
+# back" position by position, and were still at chance after 3,500 (docs/training.md).
+TRAINING_DEFAULT = "llama"
+
+
+def trainable() -> tuple[str, ...]:
+    """Return the model_types the training lab can build (those whose entry has a training recipe)."""
+    return tuple(name for name, fam in REGISTRY.items() if fam.training is not None)
 
 
 def family(model_type: object) -> Family:

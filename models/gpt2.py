@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import Options, attend
-from .config import GPT2Config
+from .config import GPT2Config, Shape, TrainingRecipe
 from .network import ACTIVATIONS, BlockParts, KVCache, LayerInputs, Network, causal_keeps
 
 # Keys whose checkpoint tensors are Conv1D weights, stored (in, out); `port_gpt2` transposes exactly these.
@@ -45,14 +45,14 @@ class CausalSelfAttention(nn.Module):
         self.scale = scale / (layer_idx + 1) if cfg.scale_attn_by_inverse_layer_idx else scale
 
     def forward(
-        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, cache: KVCache | None = None
+        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
         keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = may attend: the causal mask already
             ANDed with the caller's (the model makes it once per forward).
-        cache: when given, x holds only the new positions; their keys and values are appended to this layer's
-            cache and the new queries attend over all of them (q_pos = new positions, k_pos = all positions).
+        inputs.cache: when given, x holds only the new positions; their keys and values are appended to this
+            layer's cache and the new queries attend over all of them (q_pos = new positions, k_pos = all positions).
         """
         hook = opts.hook
         B, T, C = x.size()  # batch, new positions, d_model
@@ -63,8 +63,8 @@ class CausalSelfAttention(nn.Module):
         q = hook("q_heads", q.transpose(1, 2))  # (B, nh, T, d_k)
         k = k.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
         v = v.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, nh, T, d_k)
-        if cache is not None:
-            k, v = cache.update(self.layer_idx, k, v)  # (B, nh, start + T, d_k)
+        if inputs is not None and inputs.cache is not None:
+            k, v = inputs.cache.update(self.layer_idx, k, v)  # (B, nh, start + T, d_k)
         context, probs = attend(q, k, None if opts.maps_only else v, keep, self.scale, opts)
         if context is None:
             return None, probs
@@ -114,7 +114,7 @@ class Block(nn.Module):
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return the block's output and its probs; with opts.maps_only, x unchanged."""
-        a, probs = self.attn(self.ln_1(x), keep, opts, None if inputs is None else inputs.cache)
+        a, probs = self.attn(self.ln_1(x), keep, opts, inputs)
         if a is None:
             return x, probs
         x = x + a  # (B, T, d_model)
@@ -187,3 +187,75 @@ def port_gpt2(state: dict[str, Any], cfg: GPT2Config) -> dict[str, torch.Tensor]
             continue  # old checkpoints saved their causal mask; ours is made per forward
         theirs[k] = v.t() if k.split(".", 2)[-1] in CONV1D_WEIGHTS else v
     return theirs
+
+
+# ---- what the training lab asks of GPT-2 (models.training.arch) -----------------------------------------------
+
+
+def _train_config(shape: Shape) -> GPT2Config:
+    return GPT2Config(
+        vocab_size=shape.vocab_size,
+        d_model=shape.d_model,
+        n_layers=shape.layers,
+        n_heads=shape.heads,
+        d_ff=4 * shape.d_model if shape.mlp else 1,
+        max_positions=shape.positions,
+        scale_attn_weights=shape.scale,
+        bos_token_id=shape.bos_id,
+        eos_token_id=shape.bos_id,
+        pad_token_id=shape.bos_id,
+    )
+
+
+def _hf_config(cfg: GPT2Config) -> dict[str, Any]:
+    return dict(
+        vocab_size=cfg.vocab_size,
+        n_positions=cfg.max_positions,
+        n_embd=cfg.d_model,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        n_inner=cfg.d_ff,
+        activation_function=cfg.hidden_act,
+        layer_norm_epsilon=cfg.layer_norm_eps,
+        scale_attn_weights=cfg.scale_attn_weights,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=cfg.bos_token_id,
+        eos_token_id=cfg.eos_token_id,
+        tie_word_embeddings=True,
+        architectures=["GPT2LMHeadModel"],
+    )
+
+
+def _qk_grads(model: GPT2Model) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    out = []
+    for layer in model.h:
+        blk = cast(Block, layer)
+        g = blk.attn.c_attn.weight.grad  # (3·d_model, d_model): rows W_q, W_k, W_v
+        if g is None:
+            raise RuntimeError("no gradient yet: call after a backward pass")
+        d = blk.attn.d_model
+        out.append((g[:d], g[d : 2 * d]))
+    return out
+
+
+def _norms(model: GPT2Model, mlp: bool) -> list[tuple[str, nn.Module]]:
+    out: list[tuple[str, nn.Module]] = []
+    for i, layer in enumerate(model.h):
+        blk = cast(Block, layer)
+        out.append((f"L{i}.ln_1", blk.ln_1))
+        if mlp:  # attention-only: ln_2 feeds the zero MLP, its output is unused
+            out.append((f"L{i}.ln_2", blk.ln_2))
+    out.append(("ln_f", model.ln_f))
+    return out
+
+
+TRAINING = TrainingRecipe(
+    config=_train_config,
+    hf_config=_hf_config,
+    residual=("attn.c_proj", "mlp.c_proj"),
+    qk_grads=_qk_grads,
+    norms=_norms,
+    saves_unscaled=True,  # transformers' GPT-2 has scale_attn_weights
+)

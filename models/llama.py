@@ -17,14 +17,14 @@ a grouped cache holds kv_heads, not heads.
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .attention import Options, attend
-from .config import LlamaConfig
+from .config import LlamaConfig, Shape, TrainingRecipe
 from .network import ACTIVATIONS, BlockParts, FrozenNorm, KVCache, LayerInputs, Network, causal_keeps
 from .rotary import apply_rotary, rotary_tables
 
@@ -67,7 +67,7 @@ class LlamaAttention(nn.Module):
         self.qk_norm = cfg.qk_norm
 
     def forward(
-        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs
+        self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Return the projected context (batch, seq, d_model) and probs (batch, heads, q_pos, k_pos).
 
@@ -85,7 +85,7 @@ class LlamaAttention(nn.Module):
         q = hook("q_heads", q.transpose(1, 2))  # (B, nh, T, d_k)
         k = hook("k_heads", k.transpose(1, 2))  # (B, n_kv, T, d_k)
         v = self.v_proj(x).view(B, T, self.kv_heads, self.d_k).transpose(1, 2)  # (B, n_kv, T, d_k)
-        assert inputs.rope is not None  # LlamaForCausalLM.prepare made it
+        assert inputs is not None and inputs.rope is not None  # LlamaForCausalLM.prepare made it
         cos, sin = inputs.rope
         q = hook("q_rot", apply_rotary(q, cos, sin))  # rotated by each query's position
         k = apply_rotary(k, cos, sin)  # by each key's: q·k then depends on the distance only
@@ -136,7 +136,6 @@ class LlamaDecoderLayer(nn.Module):
         self, x: torch.Tensor, keep: torch.Tensor | None, opts: Options, inputs: LayerInputs | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return the block's output and its probs; with opts.maps_only, x unchanged."""
-        assert inputs is not None  # the rotary tables live there
         a, probs = self.self_attn(self.input_layernorm(x), keep, opts, inputs)
         if a is None:
             return x, probs
@@ -212,3 +211,78 @@ class LlamaForCausalLM(Network):
         """Return next-token logits (..., vocab) from last hidden states: lm_head, or the tied embeddings."""
         weight = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
         return F.linear(hidden, weight)
+
+
+# ---- what the training lab asks of Llama (models.training.arch) -----------------------------------------------
+
+
+def _train_config(shape: Shape) -> LlamaConfig:
+    return LlamaConfig(
+        vocab_size=shape.vocab_size,
+        d_model=shape.d_model,
+        n_layers=shape.layers,
+        n_heads=shape.heads,
+        kv_heads=shape.heads,
+        head_dim=shape.d_model // shape.heads,
+        d_ff=4 * shape.d_model if shape.mlp else 1,
+        max_positions=shape.positions,
+        rms_norm_eps=1e-5,
+        rope_theta=10_000.0,
+        tie_word_embeddings=True,
+        bos_token_id=shape.bos_id,
+        eos_token_id=shape.bos_id,
+        pad_token_id=None,
+    )
+
+
+def _hf_config(cfg: LlamaConfig) -> dict[str, Any]:
+    return dict(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=cfg.d_ff,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        num_key_value_heads=cfg.kv_heads,
+        head_dim=cfg.head_dim,
+        max_position_embeddings=cfg.max_positions,
+        rms_norm_eps=cfg.rms_norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        hidden_act=cfg.hidden_act,
+        attention_bias=False,
+        mlp_bias=False,
+        tie_word_embeddings=True,
+        bos_token_id=cfg.bos_token_id,
+        eos_token_id=cfg.eos_token_id,
+        architectures=["LlamaForCausalLM"],
+    )
+
+
+def _qk_grads(model: LlamaForCausalLM) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    out = []
+    for layer in model.model.layers:
+        attn = cast(LlamaDecoderLayer, layer).self_attn
+        gq, gk = attn.q_proj.weight.grad, attn.k_proj.weight.grad
+        if gq is None or gk is None:
+            raise RuntimeError("no gradient yet: call after a backward pass")
+        out.append((gq, gk))
+    return out
+
+
+def _norms(model: LlamaForCausalLM, mlp: bool) -> list[tuple[str, nn.Module]]:
+    out: list[tuple[str, nn.Module]] = []
+    for i, layer in enumerate(model.model.layers):
+        blk = cast(LlamaDecoderLayer, layer)
+        out.append((f"L{i}.input_layernorm", blk.input_layernorm))
+        if mlp:
+            out.append((f"L{i}.post_attention_layernorm", blk.post_attention_layernorm))
+    out.append(("norm", model.model.norm))
+    return out
+
+
+TRAINING = TrainingRecipe(
+    config=_train_config,
+    hf_config=_hf_config,
+    residual=("self_attn.o_proj", "mlp.down_proj"),
+    qk_grads=_qk_grads,
+    norms=_norms,
+)

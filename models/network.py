@@ -12,14 +12,14 @@ A family (bert.py, gpt2.py, llama.py) writes its modules with the checkpoint's n
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import Options, Recorder, no_hook
+from .attention import RECORDED, Options, Recorder, no_hook
 from .maps import FORWARD_ROWS, LayerStore, OnDemandMaps, Pooled
 from .masks import predicates
 from .masks.conventions import combine
@@ -151,6 +151,35 @@ class BlockParts:
     qk_norms: tuple[nn.Module, nn.Module] | None = None  # per-head norms of q and k before rotation (Qwen3)
 
 
+@dataclass(frozen=True)
+class ForwardOptions:
+    """How one forward runs and what it lets out, besides its inputs (Network.forward's `options`).
+
+    None of it changes a number the model computes, except `causal`, a demonstration.
+    record: the keeper of hooked tensors (Network.run_with_cache makes it; None = keep nothing).
+    maps_only: only the maps are wanted: the last layer stops at its probs (no V, context, W_o or MLP) and
+        last_hidden is None. Ignored with record or a cache.
+    fill: the score hidden keys get; None = finfo.min (the mask checker passes -inf to show what it does).
+    on_demand: long inputs (one text): no map is kept whole; the "blocks" attention runs the rows in blocks and
+        each kept layer keeps its queries, keys and log-sum-exps, so attentions is an OnDemandMaps (models.maps)
+        that makes any map exactly when asked. layers: only these layers' maps can be read later (all when None);
+        progress: called with the fraction of layers done.
+    causal: a bool (seq, seq) mask used INSTEAD of a causal model's own, only to show what a wrong causal mask
+        does (the troubleshooting page); None in every real use.
+    """
+
+    record: Recorder | None = None
+    maps_only: bool = False
+    fill: float | None = None
+    on_demand: bool = False
+    layers: Collection[int] | None = None
+    progress: Callable[[float], None] | None = None
+    causal: torch.Tensor | None = None
+
+
+PLAIN = ForwardOptions()
+
+
 @dataclass
 class ForwardResult:
     last_hidden: torch.Tensor | None  # [batch, seq, d_model]; None when the forward ran with maps_only
@@ -280,7 +309,7 @@ class Network(nn.Module):
                 record.hidden_states.append(x)
             opts = options(i)
             layer_keep = inputs.keeps[i]
-            if opts.rows is not None and inputs.causal and causal is None:
+            if opts.implementation == "blocks" and inputs.causal and causal is None:
                 # The long loop: the layer's own mask goes as a predicate, made one block of rows at a time (a
                 # block reads only the keys it allows); the layer's keep is the caller's alone.
                 opts.mask = predicates.causal_window(inputs.windows[i] if inputs.windows else None)
@@ -297,14 +326,8 @@ class Network(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         keep: torch.Tensor | None = None,
         head_gates: torch.Tensor | None = None,
-        record: bool = False,
         cache: KVCache | None = None,
-        causal: torch.Tensor | None = None,
-        maps_only: bool = False,
-        fill: float | None = None,
-        on_demand: bool = False,
-        keep_layers: Collection[int] | None = None,
-        progress: Callable[[float], None] | None = None,
+        options: ForwardOptions = PLAIN,
     ) -> ForwardResult:
         """Run the network.
 
@@ -313,24 +336,15 @@ class Network(nn.Module):
             its own mask, which no keep can lift. None = the model's own mask alone.
         head_gates: (layers, heads), or (batch, layers, heads) for per-item gates: multipliers on each head's
             context (Michel et al.'s ξ; 1 = unchanged, 0 = removed).
-        record: keep Q, K, V, scores, per-head context and every layer's input (see attention.Recorder).
         cache: a KVCache to extend (decoders): input_ids are the new positions only, and attentions are
             (batch, layers, heads, new positions, all positions).
-        causal: a bool (seq, seq) mask used INSTEAD of a causal model's own, only to show what a wrong causal mask
-            does (the troubleshooting page); None in every real use.
-        maps_only: only the maps are wanted: the last layer stops at its probs (no V, context, W_o or MLP) and
-            last_hidden is None. Ignored with record or a cache.
-        fill: the score hidden keys get; None = finfo.min (the mask checker passes -inf to show what it does).
-        on_demand: long inputs (one text): no map is kept whole; rows run in blocks and each kept layer keeps its
-            queries, keys and log-sum-exps, so attentions is an OnDemandMaps (models.maps) that makes any map
-            exactly when asked. keep_layers: only these layers' maps can be read later (all when None); progress:
-            called with the fraction of layers done.
+        options: what the forward lets out and how (ForwardOptions: maps only, maps on demand, the fill, …);
+            to keep Q, K, V, scores or any hook point, call run_with_cache.
         """
-        if on_demand:
-            return self._forward_on_demand(
-                input_ids, token_type_ids, keep, head_gates, maps_only, keep_layers, progress
-            )
-        rec = Recorder() if record else None
+        if options.on_demand:
+            return self._forward_on_demand(input_ids, token_type_ids, keep, head_gates, options)
+        rec = options.record
+        causal = options.causal
         B, T = input_ids.shape  # batch, new positions
         S = cache.begin(T) if cache is not None else T  # keys
         cfg = self.config
@@ -344,9 +358,10 @@ class Network(nn.Module):
             else None
         )
         last = cfg.n_layers - 1
-        skip_tail = maps_only and rec is None and cache is None
+        skip_tail = options.maps_only and rec is None and cache is None
+        fill = options.fill
 
-        def options(i: int) -> Options:
+        def layer_options(i: int) -> Options:
             return Options(
                 hook=rec.at(i) if rec is not None else no_hook,
                 head_gates=None if head_gates is None else head_gates[..., i, :],  # (heads,) or (batch, heads)
@@ -357,7 +372,7 @@ class Network(nn.Module):
 
         per_layer, outputs = [], []
         for x, probs in self.iter_layers(
-            input_ids, token_type_ids, keep, cache=cache, causal=causal, options=options, record=rec
+            input_ids, token_type_ids, keep, cache=cache, causal=causal, options=layer_options, record=rec
         ):
             per_layer.append(probs)
             outputs = [x]  # only the last layer's output is needed
@@ -365,40 +380,57 @@ class Network(nn.Module):
         hidden = None if skip_tail else self.finish(outputs[0])
         return ForwardResult(last_hidden=hidden, attentions=attentions, record=rec)
 
+    def run_with_cache(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        keep: torch.Tensor | None = None,
+        *,
+        names: Collection[str] | None = RECORDED,
+        layers: Collection[int] | None = None,
+        head_gates: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        options: ForwardOptions = PLAIN,
+    ) -> tuple[ForwardResult, Recorder]:
+        """Run the network and keep the hooked tensors (TransformerLens' run_with_cache(names_filter=…)).
+
+        names: the hook points kept (attention.HOOK_POINTS; None = all of them); layers: the layers they are
+        kept from (None = all). Every layer's input is kept too (recorder.hidden_states). Returns the forward's
+        result and the recorder: rec["queries", 3], rec.stacked("context") (batch, layers, …).
+        """
+        rec = Recorder(names=names, layers=layers)
+        res = self.forward(input_ids, token_type_ids, keep, head_gates, cache, replace(options, record=rec))
+        return res, rec
+
     def _forward_on_demand(
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None,
         keep: torch.Tensor | None,
         head_gates: torch.Tensor | None,
-        maps_only: bool,
-        keep_layers: Collection[int] | None,
-        progress: Callable[[float], None] | None = None,
+        options: ForwardOptions,
     ) -> ForwardResult:
-        """The forward of one long text: rows in blocks of FORWARD_ROWS, the maps of kept layers on demand."""
+        """The forward of one long text: the "blocks" attention (rows in blocks of FORWARD_ROWS), the maps of
+        kept layers on demand from the queries and keys a Recorder keeps."""
         B, T = input_ids.shape  # batch, seq
         if B != 1:
             raise ValueError("maps on demand are for one text at a time")
+        if options.record is not None or options.causal is not None:
+            raise ValueError("maps on demand keep no recorded tensors and use the model's own mask")
         cfg = self.config
-        kept = set(range(cfg.n_layers)) if keep_layers is None else {int(i) for i in keep_layers}
+        maps_only, progress = options.maps_only, options.progress
+        kept = set(range(cfg.n_layers)) if options.layers is None else {int(i) for i in options.layers}
         if not kept or not kept <= set(range(cfg.n_layers)):
             raise ValueError(f"layers to keep must be among 0–{cfg.n_layers - 1}, got {sorted(kept)}")
         lse = {i: torch.empty(1, cfg.n_heads, T, dtype=torch.float32, device=input_ids.device) for i in kept}
-        caught: dict[int, dict[str, torch.Tensor]] = {i: {} for i in kept}
+        rec = Recorder(names=("queries", "keys"), layers=kept)  # what a map is made from later
         tiles = {i: Pooled(cfg.n_heads, T, T) for i in kept}  # the overview's tiles, pooled as the rows go by
 
-        def keeper(got: dict[str, torch.Tensor]) -> Callable[[str, torch.Tensor], torch.Tensor]:
-            def hook(name: str, t: torch.Tensor) -> torch.Tensor:
-                if name in ("queries", "keys"):
-                    got[name] = t
-                return t
-
-            return hook
-
-        def options(i: int) -> Options:
+        def layer_options(i: int) -> Options:
             return Options(
-                hook=keeper(caught[i]) if i in kept else no_hook,
+                hook=rec.at(i),
                 head_gates=None if head_gates is None else head_gates[..., i, :],
+                implementation="blocks",
                 rows=FORWARD_ROWS,
                 lse_out=lse.get(i),
                 pool=tiles.get(i),
@@ -408,7 +440,7 @@ class Network(nn.Module):
         outputs = []
         windows: tuple[int | None, ...] = ()
         causal = False
-        for i, (x, _) in enumerate(self.iter_layers(input_ids, token_type_ids, keep, options=options)):
+        for i, (x, _) in enumerate(self.iter_layers(input_ids, token_type_ids, keep, options=layer_options)):
             outputs = [x]
             if progress is not None:
                 progress((i + 1) / cfg.n_layers)
@@ -417,8 +449,8 @@ class Network(nn.Module):
                 causal, windows = inputs.causal, inputs.windows
         stores = {
             i: LayerStore(
-                queries=caught[i]["queries"][0],
-                keys=caught[i]["keys"][0],
+                queries=rec["queries", i][0],
+                keys=rec["keys", i][0],
                 lse=lse[i][0],
                 scale=float(attention_module(self.layers[i]).scale),
                 window=windows[i] if windows else None,

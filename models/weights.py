@@ -50,6 +50,7 @@ from .settings import check_model
 BUNDLED_ALIASES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "bundled")
 BUNDLED_DECODER_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 # The bundled decoder's transformers config (what its GGUF declares), for random:smollm2 without reading it.
+BUNDLED_DECODER_TYPE = "llama"  # the bundled decoder's model_type (its GGUF's architecture)
 SMOLLM2_SHAPE: dict[str, Any] = dict(
     vocab_size=49152,
     hidden_size=576,
@@ -222,7 +223,7 @@ def spec_capabilities(spec: str) -> Capabilities:
         check_model(s)  # a spec the operator did not allow is not even looked at
         r = resolve(s)
         if r.how == "bundled-decoder":  # without dequantising 100 MB just to tell the sidebar what it is
-            return families.capabilities(families.config_from_hf({"model_type": "llama", **SMOLLM2_SHAPE}))
+            return families.capabilities(families.config_from_hf({"model_type": BUNDLED_DECODER_TYPE, **SMOLLM2_SHAPE}))
         return families.capabilities(families.config_from_hf(_config_dict(r)))
     except Exception:  # noqa: BLE001 - unknown here: the loader will say why, on the page
         return Capabilities()
@@ -236,7 +237,7 @@ def spec_kind(spec: str) -> str:
 def _random_shape(r: Resolved) -> tuple[Family, dict[str, Any]]:
     """Return the family and transformers config fields of a random:<shape> spec (vocabulary aside)."""
     if r.random == "smollm2":
-        return families.family("llama"), dict(SMOLLM2_SHAPE)
+        return families.family(BUNDLED_DECODER_TYPE), dict(SMOLLM2_SHAPE)
     found = families.random_family(r.random)
     assert found is not None  # resolve() checked
     return found[0], dict(found[1])

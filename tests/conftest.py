@@ -172,7 +172,7 @@ def tiny_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def app_url():
     """A fresh `streamlit run app.py` on 127.0.0.1 for one browser-test module; its base URL."""
-    from tests.browser.support import app_server
+    from lens_testing.browser import app_server
 
     with app_server() as url:
         yield url
@@ -182,7 +182,7 @@ def app_url():
 def chromium():
     """Debian's headless Chromium driven by playwright, for one browser-test module (module, not session: a
     module that drives playwright itself, tools/screenshots.run, cannot start it while another loop runs)."""
-    from tests.browser.support import browser
+    from lens_testing.browser import browser
 
     with browser() as b:
         yield b

@@ -1,6 +1,6 @@
 """Screenshots for docs/compare.md, from the running app on SmolLM2: `python tools/compare_screenshots.py`.
 
-Starts `streamlit run app.py` on 127.0.0.1 (tests/browser/support.py), opens each shot in Debian's headless
+Starts `streamlit run app.py` on 127.0.0.1 (lens_testing/browser.py), opens each shot in Debian's headless
 Chromium, waits until Streamlit has stopped, fails when the page shows an error, and writes docs/img/NAME-LANG.png:
 
 - compare-untrained: trained `smollm2` against `random:smollm2` on one text, the most changed head open;
@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.support import app_server, browser, full_screenshot, watch_errors  # noqa: E402
+from lens_testing.browser import app_server, browser, full_screenshot, watch_errors  # noqa: E402
 from tools.shots import shrink, wait_idle  # noqa: E402
 from ui.i18n import translate  # noqa: E402
 

@@ -3,7 +3,7 @@
     python tools/lab_screenshots.py                 # every shot below, into docs/img
     python tools/lab_screenshots.py --only train    # one of them
 
-Starts `streamlit run app.py` on 127.0.0.1 (tests/browser/support.py) and drives Debian's headless Chromium:
+Starts `streamlit run app.py` on 127.0.0.1 (lens_testing/browser.py) and drives Debian's headless Chromium:
 - train (en, zh): the Train page after pressing Train with its defaults (the induction recipe), once the run ends;
 - long-overview, long-head: docs/METRICS.md's first 16,000 characters (about 4,000 tokens) uploaded as a .txt
   file into the sidebar, on SmolLM2: the pooled overview, then one head's map with its exact window;
@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.support import app_server, browser, full_screenshot, watch_errors  # noqa: E402
+from lens_testing.browser import app_server, browser, full_screenshot, watch_errors  # noqa: E402
 from tools.shots import shrink, wait_idle  # noqa: E402
 from ui.i18n import translate  # noqa: E402
 

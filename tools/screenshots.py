@@ -1,6 +1,6 @@
 """Screenshots of every app page in English and 中文, taken from the running app: `python tools/screenshots.py`.
 
-Starts `streamlit run app.py` on 127.0.0.1 (tests/browser/support.py), opens each page of SHOTS on its model in
+Starts `streamlit run app.py` on 127.0.0.1 (lens_testing/browser.py), opens each page of SHOTS on its model in
 Debian's headless Chromium, waits until the page is drawn and Streamlit has stopped, and fails when the page shows
 an error (an exception, an error box, a script or console error). Writes docs/img/NAME-LANG.png: the pictures
 README and the documentation embed. The browser test tests/browser/test_screenshots.py runs the same shots in CI
@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.support import app_server, browser, watch_errors  # noqa: E402
+from lens_testing.browser import app_server, browser, watch_errors  # noqa: E402
 from tools.shots import LOAD_MS, RUNNING, shrink, wait_idle  # noqa: E402, F401 (the shots' shared pieces)
 from ui.i18n import translate  # noqa: E402
 

@@ -21,6 +21,7 @@ import torch
 from .. import settings
 from ..encoder import Encoder
 from ..errors import InputError
+from ..network import PLAIN, ForwardOptions
 from ..tokens import display_tokens
 
 BOOTSTRAP = 1000  # resamples of the prompts for the interval
@@ -96,7 +97,8 @@ def _logits(enc: Encoder, ids: torch.Tensor, gates: torch.Tensor | None) -> torc
     """
     c, T = enc.config, ids.shape[1]
     dense = 4 * c.n_layers * c.n_heads * T * T <= settings.limit("dense_maps_mb") * (1 << 20)
-    res = enc.model(ids, head_gates=gates, on_demand=not dense, keep_layers=None if dense else [0])
+    how = PLAIN if dense else ForwardOptions(on_demand=True, layers=[0])
+    res = enc.model(ids, head_gates=gates, options=how)
     return enc.model.logits(res.hidden)[0].double()
 
 

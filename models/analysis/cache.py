@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from ..encoder import Encoder
 from ..errors import InputError
 from ..masks.conventions import sink_window_keep
-from ..network import KVCache
+from ..network import ForwardOptions, KVCache
 from ..settings import require
 
 CACHE_HELP = "full, window:W (the W most recent keys, itself included) or sink:S+window:W (the first S tokens too)"
@@ -309,5 +309,7 @@ def head_map(encoder: Encoder, ids: list[int], layer: int, head: int) -> np.ndar
     cfg = encoder.config
     if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
         raise InputError(f"layer 0 … {cfg.n_layers - 1} and head 0 … {cfg.n_heads - 1}, got {layer}.{head}")
-    res = encoder.model(torch.tensor([ids], dtype=torch.long, device=encoder.device), maps_only=True)
+    res = encoder.model(
+        torch.tensor([ids], dtype=torch.long, device=encoder.device), options=ForwardOptions(maps_only=True)
+    )
     return res.attentions[0, layer, head].float().cpu().numpy().copy()

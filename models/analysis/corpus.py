@@ -634,8 +634,9 @@ def chunk_sums(
                 else:
                     sample.append((line_key(lines[i]), shown))
             sample = _sample(sample)
-            res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, record=True)
-            assert res.record is not None  # record=True
+            res, rec = encoder.model.run_with_cache(
+                batch.input_ids, batch.token_type_ids, batch.keep, names=("context",) if pairwise else ()
+            )
             attn = res.attentions
             roles = Roles.of(tokens, batch.real, batch.token_type_ids, dev, sep, specials)
             for k, v in sentence_stats(attn, roles).items():
@@ -650,7 +651,7 @@ def chunk_sums(
                 js = [p.plogp, p.mass, p.slogs] if js is None else [js[0] + p.plogp, js[1] + p.mass, js[2] + p.slogs]
                 g = cosine_gram(maps)
                 gram = g if gram is None else gram + g
-                context = res.record.stacked("context").float()  # (B, layers, heads, seq, d_k)
+                context = rec.stacked("context").float()  # (B, layers, heads, seq, d_k)
                 B, _, _, _, D = context.shape
                 Z = context.permute(0, 3, 1, 2, 4)[roles.real].reshape(-1, L * H * D)  # (tokens, heads·d_k)
                 s64 = Z.sum(0, dtype=f64)

@@ -236,11 +236,13 @@ def explain(
 
             return hook
 
-        blocks = FORWARD_ROWS if T > FORWARD_ROWS else None  # a long text: rows in blocks, as the app's forward
+        how = "blocks" if T > FORWARD_ROWS else "eager"  # a long text: rows in blocks, as the app's forward
 
         def options(i: int) -> Options:
             wanted = i == layer or (want_table and i < layer)
-            return Options(hook=hook_at(i) if wanted else no_hook, maps_only=i == layer, rows=blocks)
+            return Options(
+                hook=hook_at(i) if wanted else no_hook, maps_only=i == layer, implementation=how, rows=FORWARD_ROWS
+            )
 
         probs = None
         for i, (_, p_i) in enumerate(net.iter_layers(ids, types, keep, options=options)):

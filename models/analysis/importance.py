@@ -258,8 +258,8 @@ def ablation_effects(encoder: Encoder, batch: Batch) -> torch.Tensor:
     """
     c = encoder.config
     H = c.n_heads
-    res = encoder.model(batch.input_ids, batch.token_type_ids, keep=batch.keep, record=True)
-    layer_inputs = res.record.hidden_states  # [layers + 1] × (B, T, d_model)
+    res, rec = encoder.model.run_with_cache(batch.input_ids, batch.token_type_ids, batch.keep, names=())
+    layer_inputs = rec.hidden_states  # [layers + 1] × (B, T, d_model)
     base = _float(res.hidden)  # (B, T, d)
     B = len(batch)
     effects = torch.empty(B, c.n_layers, H, device=encoder.device)

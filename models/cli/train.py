@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..files import read_user_file
 from ..training import TASKS, TrainConfig, save_checkpoint, train
-from ..training.arch import ARCHS
+from ..training.arch import trainable
 from ..training.recorder import FLAGS, Record
 from .common import EXIT_OK, UsageError, integer, number, seed
 
@@ -29,7 +29,10 @@ MAX_TEXT_FILE = 10 << 20  # bytes read from --text-file at most (the character b
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=list(TASKS), default=DEFAULTS.task, help=f"default {DEFAULTS.task}")
     p.add_argument(
-        "--family", choices=list(ARCHS), default=DEFAULTS.family, help=f"decoder family (default {DEFAULTS.family})"
+        "--family",
+        choices=list(trainable()),
+        default=DEFAULTS.family,
+        help=f"decoder family (default {DEFAULTS.family})",
     )
     p.add_argument("--layers", type=integer(), default=DEFAULTS.layers, help=f"1–4 (default {DEFAULTS.layers})")
     p.add_argument("--heads", type=integer(), default=DEFAULTS.heads, help=f"1–16 (default {DEFAULTS.heads})")

@@ -2,7 +2,7 @@
 the lines of code that made them.
 
 `head_steps` runs the chosen layer of the loaded model — its own module, on the layer input the model saw —
-with a step recorder as the hook (models.attention.StepRecorder): every named point of the attention keeps its
+with the one recorder as the hook (models.attention.Recorder, sites=True): every named point of the attention keeps its
 tensor and the file and line that made it. One builder for every family: a step exists when the layer's code
 has it (rotation for rotary families, repeat_kv where key/value heads are shared). The code the page shows is
 read from the running source (`inspect` / `linecache`), never copied. The self-check compares each step with
@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from ..analysis.heads import row_entropy
-from ..attention import HOOK_POINTS, Options, Site, StepRecorder, attend_rows, repeat_kv
+from ..attention import HOOK_POINTS, Options, Recorder, Site, attend_rows, repeat_kv
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
 from ..network import attention_module
@@ -206,7 +206,7 @@ def _softmax64(logits: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 
 @torch.no_grad()
-def run_layer(encoder: Encoder, out: EncoderOutput, layer: int) -> tuple[StepRecorder, torch.Tensor, torch.Tensor]:
+def run_layer(encoder: Encoder, out: EncoderOutput, layer: int) -> tuple[Recorder, torch.Tensor, torch.Tensor]:
     """Run `layer`'s own forward on the layer input the model saw, keeping every named tensor and its line.
 
     Returns (the recorder, the layer's output (1, seq, d_model), the mask it applied (q_pos, k_pos)).
@@ -220,8 +220,8 @@ def run_layer(encoder: Encoder, out: EncoderOutput, layer: int) -> tuple[StepRec
     keep = None if bool(out.keep.all()) else out.keep.to(torch.bool)[None, None]  # (1, 1, q_pos, k_pos)
     # The model's own per-forward preparation (its masks per kind of layer, rotary tables), on the CPU.
     inputs = encoder.model.prepare(ids, keep, 0, None, None)
-    rec = StepRecorder()
-    y, _ = module(out.layer_inputs[layer].unsqueeze(0), inputs.keeps[layer], Options(hook=rec), inputs)
+    rec = Recorder(names=None, layers=[layer], sites=True)  # every named point of this layer, and its line
+    y, _ = module(out.layer_inputs[layer].unsqueeze(0), inputs.keeps[layer], Options(hook=rec.at(layer)), inputs)
     applied = inputs.keeps[layer]
     T = out.seq
     mask = torch.ones(T, T, dtype=torch.bool) if applied is None else torch.broadcast_to(applied, (1, 1, T, T))[0, 0]
@@ -243,7 +243,7 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
     assert layer_inputs is not None  # _check_indices raised otherwise
     rec, y, keep_map = run_layer(encoder, out, layer)
     caps = encoder.capabilities
-    t = rec.tensors
+    t, sites = rec.tensors[layer], rec.where[layer]
     hd, i = head, query
     n_heads = int(t["queries"].shape[1])
     kv_heads = int(t["keys"].shape[1])
@@ -275,7 +275,7 @@ def head_steps(encoder: Encoder, out: EncoderOutput, layer: int, head: int, quer
             raise LookupError(f"the layer's forward made no {point!r}")
         if key == "repeat_kv" and kv_heads == n_heads:
             continue  # repeat_kv returned the keys as they were: nothing shared
-        site = rec.sites[point]
+        site = sites[point]
         steps.append(
             Step(key, tuple(t[point].shape), AXES[key], _statement(site), _where(site), _function_source(site))
         )
@@ -429,7 +429,7 @@ def one_vs_many(encoder: Encoder, out: EncoderOutput, layer: int) -> OneVsMany:
     key/value heads the single head reads each shared key once per query head: the same tensors.)
     """
     rec, _, keep_map = run_layer(encoder, out, layer)
-    t = rec.tensors
+    t = rec.tensors[layer]
     q = t["queries"][0]  # (nh, T, d_k)
     n_heads, T, d_k = q.shape
     kv_heads = int(t["keys"].shape[1])

@@ -24,6 +24,7 @@ from ..analysis import heads
 from ..attention import repeat_kv
 from ..encoder import Encoder, EncoderOutput
 from ..errors import InputError
+from ..network import ForwardOptions
 from .memory import kv_cache_bytes
 
 
@@ -179,7 +180,9 @@ def wrong_mask(encoder: Encoder, text: str, text_b: str | None = None, show_rows
     planted = intended.T.contiguous()  # torch.triu: each position sees itself and the FUTURE
     if encoder.capabilities.causal:
         with torch.inference_mode():
-            res = encoder.model(first.input_ids[None].to(encoder.device), causal=planted.to(encoder.device))
+            res = encoder.model(
+                first.input_ids[None].to(encoder.device), options=ForwardOptions(causal=planted.to(encoder.device))
+            )
         wrong = res.attentions[0].float().cpu()
     else:
         wrong = encoder.encode(text, text_b, mask=planted).attentions.float()

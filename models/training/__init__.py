@@ -4,14 +4,13 @@ Our own networks (the families' modules every page runs), plain torch (AdamW, se
 the config and tokenizer a saved folder needs. May import models' networks, analyses and loaders; never streamlit.
 """
 
-from .arch import ARCHS, Arch, arch_for
+from .arch import Arch, arch_for, trainable
 from .checkpoint import save_checkpoint
 from .recorder import FLAGS, Record
 from .tasks import TASKS, Batch, InductionTask, ReverseTask, Task, TextTask, make_task
 from .trainer import TrainConfig, TrainResult, train
 
 __all__ = [
-    "ARCHS",
     "FLAGS",
     "Arch",
     "Batch",
@@ -25,6 +24,7 @@ __all__ = [
     "TrainResult",
     "arch_for",
     "make_task",
+    "trainable",
     "save_checkpoint",
     "train",
 ]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import families
 from ..device import resolve_device
 from ..errors import InputError
 from ..network import Network
@@ -45,10 +46,9 @@ class TrainConfig:
     """One training run. The defaults are the induction recipe (docs/training.md says how it was chosen)."""
 
     task: str = "induction"  # induction, reverse or text (models.training.tasks)
-    # Which decoder family's modules (models.training.arch.ARCHS). Llama's rotary positions: a previous-token head
-    # is one rotation for every position, and the induction head forms in a few hundred steps; GPT-2's learned
-    # positions must learn "one back" position by position, and were still at chance after 3,500 (docs/training.md).
-    family: str = "llama"
+    # Which decoder family's modules (a registry entry with a training recipe: models.families.trainable()); the
+    # default and why it is Llama: models.families.TRAINING_DEFAULT.
+    family: str = families.TRAINING_DEFAULT
     layers: int = 2
     heads: int = 4
     d_model: int = 64  # d_k = d_model / heads

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.hostile import corpus
+from lens_testing import hostile_corpus as corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 180

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from tests.browser.support import ARTIFACTS, full_screenshot, have_browser, watch_errors
+from lens_testing.browser import ARTIFACTS, full_screenshot, have_browser, watch_errors
 
 pytestmark = [
     pytest.mark.browser,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lens import show
-from tests.browser.support import ARTIFACTS, full_screenshot, have_browser
+from lens_testing.browser import ARTIFACTS, full_screenshot, have_browser
 from tests.core.test_attention_file import REF, TOKENS, softmax_maps
 
 pytestmark = [

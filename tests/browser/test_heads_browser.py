@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser.support import ARTIFACTS, full_screenshot, have_browser
+from lens_testing.browser import ARTIFACTS, full_screenshot, have_browser
 
 pytestmark = [
     pytest.mark.browser,

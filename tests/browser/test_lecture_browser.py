@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.support import ARTIFACTS, full_screenshot, have_browser, watch_errors
+from lens_testing.browser import ARTIFACTS, full_screenshot, have_browser, watch_errors
 
 pytestmark = [
     pytest.mark.browser,

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from tests.browser.support import have_browser
+from lens_testing.browser import have_browser
 
 pytestmark = [
     pytest.mark.browser,

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser.support import ARTIFACTS, have_browser, watch_errors
+from lens_testing.browser import ARTIFACTS, have_browser, watch_errors
 from ui.i18n import translate
 from ui.tutorial import HEADINGS
 

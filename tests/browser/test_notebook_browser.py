@@ -11,7 +11,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from tests.browser.support import ARTIFACTS, full_screenshot, have_browser
+from lens_testing.browser import ARTIFACTS, full_screenshot, have_browser
 
 pytestmark = [
     pytest.mark.browser,

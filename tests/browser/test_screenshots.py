@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from tests.browser.support import ARTIFACTS, have_browser
+from lens_testing.browser import ARTIFACTS, have_browser
 
 pytestmark = [
     pytest.mark.browser,

@@ -10,7 +10,7 @@ import urllib.parse
 
 import pytest
 
-from tests.browser.support import ARTIFACTS, app_server, full_screenshot, have_browser
+from lens_testing.browser import ARTIFACTS, app_server, full_screenshot, have_browser
 
 pytestmark = [
     pytest.mark.browser,

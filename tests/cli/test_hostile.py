@@ -1,6 +1,6 @@
 """Every hostile command-line input ends with exit 2 and one line on stderr naming what stopped it, in bounded time.
 
-Each case runs in its own process (tests/cli/hostile_cases.py), killed after its timeout; a traceback, a hang or
+Each case runs in its own process (lens_testing/hostile_cases.py), killed after its timeout; a traceback, a hang or
 exit 1 (the checker's FAIL) fails the test. A `python -m models` case is forked from a warm interpreter that
 imported torch once (tests/warm.py); `bench/hostile.py --only replay` runs every case as a cold process and
 measures its time and memory.
@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tests.cli import hostile_cases
+from lens_testing import hostile_cases
 from tests.warm import Warm
 
 

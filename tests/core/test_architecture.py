@@ -44,6 +44,7 @@ FAMILY_FILES = {
 }
 FAMILY_MODULES = {"models.bert", "models.gpt2", "models.llama", "models.mlm"}
 FAMILY_NAMES = {"bert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "encoder", "decoder"}
+MODEL_TYPES = FAMILY_NAMES - {"encoder", "decoder"}  # the registry's keys (encoder/decoder are also kinds)
 FAMILY_CLASSES = {"BertModel", "GPT2Model", "LlamaForCausalLM", "BertConfig", "GPT2Config", "LlamaConfig", "MlmHead"}
 SOURCES = ("models", "ui", "app_pages", "viz", "app.py", "lens.py")
 
@@ -87,6 +88,20 @@ def family_checks(path: Path) -> list[str]:
             named = [s for s in sides if isinstance(s, ast.Constant) and s.value in FAMILY_NAMES]
             if named:
                 found.append(f"{where(node)} compares with {named[0].value!r}")
+        elif isinstance(node, ast.Dict):  # a second registry: {"gpt2": …}
+            for key in node.keys:
+                if isinstance(key, ast.Constant) and key.value in MODEL_TYPES:
+                    found.append(f"{where(node)} keys a dict by {key.value!r}")
+        elif isinstance(node, ast.ClassDef):  # class GPT2Thing: family = "gpt2"
+            for stmt in node.body:
+                value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+                if isinstance(value, ast.Constant) and value.value in MODEL_TYPES:
+                    found.append(f"{where(stmt)} class attribute {value.value!r}")
+        if isinstance(node, ast.Call) and not (getattr(node.func, "id", None) == "isinstance"):
+            given = [*node.args, *(k.value for k in node.keywords)]  # f("llama"), f(family="gpt2")
+            passed = [a for a in given if isinstance(a, ast.Constant) and a.value in MODEL_TYPES]
+            if passed:
+                found.append(f"{where(node)} passes {passed[0].value!r}")
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
             target = node.args[1] if len(node.args) > 1 else None
             names = [getattr(e, "id", getattr(e, "attr", "")) for e in getattr(target, "elts", [target])]
@@ -110,11 +125,16 @@ def test_the_family_check_finds_a_planted_family_test(tmp_path, monkeypatch):
         "    if enc.is_decoder: pass\n"
         "    if out.kind == 'decoder': pass\n"
         "    if enc.config.model_type == 'llama': pass\n"
-        "    return isinstance(enc.model, GPT2Model)\n",
+        "    return isinstance(enc.model, GPT2Model)\n"
+        "RECIPES = {'gpt2': 1}\n"  # a second per-family registry
+        "class LlamaRecipe:\n"
+        "    family = 'llama'\n"
+        "def g(families):\n"
+        "    return families.family('qwen2')\n",
         encoding="utf-8",
     )
     try:
         found = family_checks(planted)
     finally:
         planted.unlink()
-    assert len(found) == 6, found
+    assert len(found) == 9, found

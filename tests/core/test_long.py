@@ -176,6 +176,7 @@ def test_blocked_attention_is_the_plain_blocked_attention(n_kv, span, user):
     hides) gives attend_rows' numbers block by block: context, log-sum-exps and pooled tiles."""
     from models.attention import Options, attend_in_blocks
     from models.maps import Pooled, pool_block
+    from models.masks import predicates
     from models.masks.conventions import causal_keep
     from tests.core.reference import attend_in_blocks_plain
 
@@ -195,7 +196,8 @@ def test_blocked_attention_is_the_plain_blocked_attention(n_kv, span, user):
     for fn in (attend_in_blocks, attend_in_blocks_plain):
         lse = torch.empty(1, nh, T)
         pool = Pooled(nh, T, T, size=64) if fn is attend_in_blocks else None
-        opts = Options(rows=128, lse_out=lse, span=span, pool=pool)
+        mask = None if span is None else predicates.causal_window(span[1])  # the layer's own mask, per block
+        opts = Options(implementation="blocks", rows=128, lse_out=lse, mask=mask, pool=pool)
         ctx, probs = fn(q, k, v, keep, 0.25, opts)
         assert probs is None
         runs[fn.__name__] = (ctx, lse, pool)

@@ -8,6 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from models import bundled_model_dir, load_model
+from models.network import ForwardOptions
 
 from .test_decoder import TEXTS
 from .test_decoder import hf_reference as gpt2_reference
@@ -121,14 +122,14 @@ def test_internals_and_caches_keep_the_whole_forward(minilm, gpt2_tiny):
 
     ids = gpt2_tiny.tokenize([TEXTS[next(iter(TEXTS))]]).input_ids
     with torch.inference_mode():
-        res = gpt2_tiny.model(ids, cache=KVCache(), maps_only=True)
+        res = gpt2_tiny.model(ids, cache=KVCache(), options=ForwardOptions(maps_only=True))
     assert res.last_hidden is not None
 
 
 def test_a_forward_without_the_hidden_state_says_so(minilm):
     ids = minilm.tokenize([SENTENCE]).input_ids
     with torch.inference_mode():
-        res = minilm.model(ids, maps_only=True)
+        res = minilm.model(ids, options=ForwardOptions(maps_only=True))
     assert res.last_hidden is None
     with pytest.raises(RuntimeError, match="maps_only"):
         _ = res.hidden

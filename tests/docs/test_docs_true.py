@@ -3,7 +3,7 @@
 - every page in app.py's navigation has a row in README's page table, and every command of `models.cli.COMMANDS`
   is in README's command-line block;
 - every code identifier a docs page names in backticks as a dotted Python name (`models.attention.attend`,
-  `Encoder.encode`, `attention.StepRecorder`) exists: its first part is one of our modules or classes, the rest
+  `Encoder.encode`, `attention.Recorder`) exists: its first part is one of our modules or classes, the rest
   an attribute of it. Names whose first part is neither (`st.session_state`, `torch.load`, a variable like
   `out.truncated`, the reader's own `my_model.MyAttention`) are not ours to check.
 """
@@ -128,6 +128,6 @@ def test_docs_name_only_code_that_exists(page):
 
 
 def test_the_check_can_fail():
-    assert resolve("models.attention.attend") and resolve("Encoder.encode") and resolve("attention.StepRecorder")
+    assert resolve("models.attention.attend") and resolve("Encoder.encode") and resolve("attention.Recorder")
     assert resolve("SelfAttention.fuse_qkv") is False and resolve("models.bert.linear_t") is False
     assert resolve("st.session_state") is None and resolve("my_model.MyAttention") is None

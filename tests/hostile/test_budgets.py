@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lens_testing.hostile_corpus import maps
 from models import BudgetError
 from models.analysis.corpus import analyse_corpus, read_corpus
 from models.analysis.heads import analyse, analyse_maps
 from models.analysis.rollout import attention_rollout
-from tests.hostile.corpus import maps
 
 
 def test_pair_heads_bounds_files(monkeypatch):

@@ -1,4 +1,4 @@
-"""Every crafted attention file of issue 26 (tests/hostile/corpus.py; the files under tests/hostile/corpus/) reads, or
+"""Every crafted attention file of issue 26 (lens_testing/hostile_corpus.py; the files under tests/hostile/corpus/) reads, or
 is refused with an InputError whose one line names the field and the limit: through the reader and through
 `python -m models stats --attentions FILE` (exit 2, one line on stderr), within the issue's 30 s and 1.5 GB."""
 
@@ -10,10 +10,10 @@ import tracemalloc
 
 import pytest
 
+from lens_testing import hostile_corpus as corpus
 from models.attention_file import AttentionMaps, read
 from models.cli import main as cli_main
 from models.errors import InputError
-from tests.hostile import corpus
 
 MANIFEST = corpus.load()
 CASES = MANIFEST["cases"]
@@ -83,5 +83,5 @@ def test_the_committed_files_are_what_the_script_writes(tmp_path, monkeypatch):
         assert committed.exists() == (tmp_path / name).exists(), name
         if committed.exists() and not name.endswith(".pt"):
             assert committed.read_bytes() == (tmp_path / name).read_bytes(), (
-                f"{name}: rerun python -m tests.hostile.corpus"
+                f"{name}: rerun python -m lens_testing.hostile_corpus"
             )

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lens_testing import hostile_corpus as corpus
 from models.analysis.heads import analyse_maps
 from models.attention_file import FIELDS, AttentionMaps, read
 from models.errors import InputError
-from tests.hostile import corpus
 
 # CI runs 120 fixed examples per property; FUZZ_EXAMPLES=5000 runs that many fresh ones (a longer hunt).
 LONG_HUNT = int(os.environ.get("FUZZ_EXAMPLES", "0"))

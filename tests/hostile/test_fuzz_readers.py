@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lens_testing import crafted
 from models import families, gguf
 from models.cli.common import fit_to_positions
 from models.config import read_config_json
 from models.errors import AttnVizError, InputError, ModelLoadError
 from models.files import read_text_prefix
 from models.settings import CONFIG_BOUNDS, MAX_PARAMS
-from tests.hostile import crafted
 
 LONG_HUNT = int(os.environ.get("FUZZ_EXAMPLES", "0"))
 FUZZ = settings(

@@ -12,11 +12,11 @@ import tracemalloc
 
 import pytest
 
+from lens_testing import crafted
 from models import gguf
 from models.errors import AttnVizError, BudgetError, InputError, ModelLoadError
 from models.files import folder_file, read_text_prefix, read_user_file
 from models.settings import check_model_shape
-from tests.hostile import crafted
 
 SECONDS, PEAK = 10, 64 << 20  # a header check reads a few kB: far below, a hang or an allocation shows
 

@@ -154,7 +154,9 @@ def test_the_long_loop_makes_each_block_s_mask_from_the_predicate(name):
     k = torch.randn(1, n_kv, S, d, generator=g) * 3
     v = torch.randn(1, n_kv, S, d, generator=g)
     lse = torch.empty(1, nh, T)
-    ctx, _ = attend_in_blocks(q, k, v, None, 0.25, Options(rows=128, lse_out=lse, mask=pred, start=start))
+    ctx, _ = attend_in_blocks(
+        q, k, v, None, 0.25, Options(implementation="blocks", rows=128, lse_out=lse, mask=pred, start=start)
+    )
     whole = P.materialise(pred, (start, S), S)
     ref_lse = torch.empty(1, nh, T)
     ref, _ = attend_rows(q, repeat_kv(k, 2), repeat_kv(v, 2), whole, 0.25, Options(lse_out=ref_lse))

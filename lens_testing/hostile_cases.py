@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TEXT = "The cat sat on the mat."
 CORPUS = ROOT / "tests" / "hostile" / "corpus"
 # The issue's own examples among the crafted files, each in its own process (exit 2, one line, bench's peak).
@@ -38,7 +38,7 @@ class Case:
     code: int = 2
     stdout: str | None = None  # a path to send stdout to (e.g. /dev/full); None = a pipe
     timeout: float = 120.0
-    module: str = "models"  # what `python -m` runs (tests.hostile.read_gguf for a GGUF file)
+    module: str = "models"  # what `python -m` runs (lens_testing.read_gguf for a GGUF file)
 
 
 def _check(mask: str, expect: str = "causal", text: str = TEXT) -> list[str]:
@@ -236,7 +236,7 @@ def build(tmp: Path) -> list[Case]:
 
 def issue41(tmp: Path, full: bool = False) -> list[Case]:
     """Issue 41's sweep, the cases a test can afford (full: also those only the bench replays, on SmolLM2)."""
-    from tests.hostile import crafted
+    from lens_testing import crafted
 
     fifo = tmp / "train.fifo"
     if not fifo.exists():
@@ -342,12 +342,12 @@ def command(case: Case) -> list[str]:
 
 
 def gguf_cases(tmp: Path, big: bool = False) -> list[Case]:
-    """Issue 41's crafted GGUF files, each read by `python -m tests.hostile.read_gguf` (big: the sparse 24 GB one and
+    """Issue 41's crafted GGUF files, each read by `python -m lens_testing.read_gguf` (big: the sparse 24 GB one and
     the 256 MB header too)."""
-    from tests.hostile import crafted
+    from lens_testing import crafted
 
     return [
-        Case(name, [str(path)], expect, code=2 if expect else 0, module="tests.hostile.read_gguf", timeout=60)
+        Case(name, [str(path)], expect, code=2 if expect else 0, module="lens_testing.read_gguf", timeout=60)
         for name, (path, expect) in crafted.gguf_cases(tmp / "gguf", big=big).items()
         if expect  # the valid small file is not a model transformers can build: its header passing is tested in process
     ]

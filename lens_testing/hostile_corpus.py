@@ -1,6 +1,6 @@
 """The crafted attention files of issue 26 (and round one's), as small files a regression test reads.
 
-    python -m tests.hostile.corpus        # rewrites tests/hostile/corpus/ and its manifest.json
+    python -m lens_testing.hostile_corpus        # rewrites tests/hostile/corpus/ and its manifest.json
 
 Each case is (file name, bytes, what must happen): "read" (the maps open) or a regular expression the one-line
 refusal must match (it names the field and the limit). Zips are written with a fixed date, so every file but the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-FOLDER = Path(__file__).resolve().parent / "corpus"
+FOLDER = Path(__file__).resolve().parents[1] / "tests" / "hostile" / "corpus"  # the committed files
 MANIFEST = FOLDER / "manifest.json"
 READ = "read"
 TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]

@@ -1,6 +1,6 @@
 """Issue 41's crafted inputs, written on demand: GGUF headers that declare too much, model folders that fit the
 parameter bound but not the machine, long texts of every kind, and odd option spellings. Shared by
-tests/hostile/test_readers.py, tests/hostile/test_fuzz_readers.py, tests/cli/hostile_cases.py and bench/hostile.py
+tests/hostile/test_readers.py, tests/hostile/test_fuzz_readers.py, lens_testing/hostile_cases.py and bench/hostile.py
 (the replay).
 
 GGUF files are written by `gguf_file` from plain Python (the spec: magic, version, counts, metadata key/type/value,

@@ -1,4 +1,4 @@
-"""`python -m tests.hostile.read_gguf FILE`: read a GGUF file as the bundled decoder's is read (header check, then
+"""`python -m lens_testing.read_gguf FILE`: read a GGUF file as the bundled decoder's is read (header check, then
 transformers' reader, then the cached folder), the way `python -m models` reports: exit 0, or one line on stderr and
 exit 2. The replay of issue 41's crafted GGUF files runs each through this in its own bounded process."""
 
