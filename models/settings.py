@@ -15,6 +15,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import BudgetError, ModelLoadError, ModelNotAllowedError, SettingsError
 
@@ -102,6 +103,16 @@ BUDGETS: tuple[Budget, ...] = (
         "MB",
         "one model's float32 weights (parameters × 4 bytes), from its config.json or GGUF header (GPT-2 XL: 6,200)",
     ),
+    # Issue 41: one text's work, estimated from the model's sizes and the text's tokens before the forward (a command
+    # cuts a longer text there and says so, or refuses a pair or a batch in one line): `text_work` below.
+    Budget(
+        "text_work",
+        800,
+        "billion operations",
+        "one text through one command, estimated before the forward: tokens × weights + layers × heads × tokens² × "
+        "(2 × head size + the command's operations per attention cell: stats 750); over it a long text is cut, a pair "
+        "or a batch refused (SmolLM2: stats reads 1,626 tokens, export 3,514; ~40 s on one busy core)",
+    ),
     Budget("gguf_header_mb", 64, "MB", "a GGUF file's header (metadata and tensor list; SmolLM2's: 1.8)"),
     Budget(
         "gguf_items",
@@ -158,6 +169,7 @@ class Settings:
     needle_tokens: int
     explain_components: int
     model_mb: int
+    text_work: int
     gguf_header_mb: int
     gguf_items: int
 
@@ -336,6 +348,37 @@ def check_model_memory(params: int, where: str) -> None:
             f"{where} describes about {params / 1e9:.2f} billion parameters: "
             + over_budget("model_mb", mb, "loading them in float32")
         )
+
+
+# ---- one text's work ---------------------------------------------------------------------------------------
+
+
+def text_work(cfg: Any, tokens: int, cell_ops: float = 0.0) -> float:
+    """Return the work of one text of `tokens` tokens, in billions of operations (ATTENTION_LENS_TEXT_WORK's unit).
+
+    cfg: a model config (n_layers, n_heads, d_model, d_ff, d_k, n_kv_heads). The forward's multiply-adds: every
+    layer's weights once per token (the query, key, value and output projections and a three-matrix MLP) and each
+    head's scores and weighted sum (2 × tokens² × head size); then `cell_ops` operations per attention cell
+    (layers × heads × tokens²) for what the command does with the maps (stats: ~500, the statistics read each map
+    several times). A pure function of sizes: it is asked before anything is tokenized into tensors or run.
+    """
+    d_k, kv = int(cfg.d_k), int(cfg.n_kv_heads)
+    per_token = cfg.n_layers * (cfg.d_model * d_k * (2 * cfg.n_heads + 2 * kv) + 3 * cfg.d_model * cfg.d_ff)
+    cells = cfg.n_layers * cfg.n_heads * tokens * tokens
+    return (tokens * per_token + cells * (2 * d_k + cell_ops)) / 1e9
+
+
+def tokens_within_work(cfg: Any, tokens: int, cell_ops: float = 0.0, runs: int = 1) -> int:
+    """Return the most tokens (≤ `tokens`) whose `text_work`, `runs` times, ATTENTION_LENS_TEXT_WORK allows (0: none)."""
+    cap = limit("text_work")
+    lo, hi = 0, tokens  # text_work grows with tokens: the last count within the budget, by bisection
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if runs * text_work(cfg, mid, cell_ops) <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def table() -> list[tuple[str, str, str, str]]:

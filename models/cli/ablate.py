@@ -21,7 +21,7 @@ from typing import Any
 from ..analysis.ablate import BOOTSTRAP, ablate, ablate_over, heads_of
 from ..files import read_user_file
 from ..weights import load_model
-from .common import EXIT_OK, UsageError, add_model_args, write_file
+from .common import EXIT_OK, UsageError, add_model_args, require_text_work, token_count, write_file
 
 HELP = "remove heads or key/value groups and measure the next-token KL (over prompts: the mean and its 95-percent interval)"
 
@@ -77,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
     prompts = _prompts(args.texts_file) if args.texts_file else []
     enc = load_model(args.model, device=args.device, dtype=args.dtype)
     removed = heads_of(enc, heads, groups)
+    # Each text runs twice (whole, then with the heads removed): their work together, before any forward.
+    texts = ([args.text] if args.text is not None else []) + prompts
+    require_text_work(enc, [token_count(enc, t) for t in texts], "ablate", runs=2)
     a = ablate(enc, args.text if args.text is not None else prompts[0], removed)
     doc: dict[str, Any] = {"model": enc.name, "spec": enc.spec, **a.to_json()}
     if prompts:

@@ -31,7 +31,7 @@ import sys
 
 import torch
 
-from .. import masks
+from .. import masks, settings
 from ..encoder import Encoder
 from ..errors import MaskError
 from ..masks.checker import check_mask
@@ -39,7 +39,7 @@ from ..masks.expectations import EXPECT_HELP
 from ..masks.harness import is_file_object, load_file_object
 from ..masks.predicates import Predicate
 from ..weights import load_encoder
-from .common import EXIT_FAIL, EXIT_OK, add_model_args
+from .common import EXIT_FAIL, EXIT_OK, add_model_args, require_text_work, token_count
 
 HELP = "check an attention mask against what it should be (exit 0 = it is, 1 = a check fails, 2 = bad input)"
 
@@ -103,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
             )
         convention = "keep"
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
+    texts = args.text if isinstance(args.text, list) else [args.text]
+    if len(texts) <= settings.limit("max_batch"):  # over it, check_mask refuses the batch in one line
+        # one padded batch: every text runs at the longest one's length
+        longest = max(token_count(enc, t) for t in texts)
+        require_text_work(enc, [longest] * len(texts), "check-mask")
     report = check_mask(enc, args.text, mask, convention, args.expect)
     for note in report.notes:
         print(f"warning: {note}", file=sys.stderr)

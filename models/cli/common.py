@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import settings
-from ..errors import AttnVizError
+from ..errors import AttnVizError, BudgetError
 from ..files import read_text_prefix
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -122,7 +122,8 @@ def add_text_args(p: argparse.ArgumentParser, text_file: bool = False) -> None:
         p.add_argument(
             "--text-file",
             default=None,
-            help="read the text from a UTF-8 file instead (a long text: up to the model's positions)",
+            help="read the text from a UTF-8 file instead (a long text: up to the model's positions and "
+            "ATTENTION_LENS_TEXT_WORK)",
         )
     p.add_argument("--text-b", default=None, help="optional second sentence (token type 1)")
 
@@ -169,6 +170,79 @@ def fit_to_positions(enc: Any, text: str, text_b: str | None = None) -> str:
                 return text[:end]
         n *= 4
     return text
+
+
+# What each command does with every attention cell after the forward, in operations (settings.text_work's cell_ops).
+# Measured on one busy core (SmolLM2, 1,024 → 2,048 tokens): stats' statistics cost ~36 ns a cell, the time of ~750 of
+# the forward's multiply-adds (21 billion a second there); the other commands only write or read the maps asked for.
+CELL_OPS = {"stats": 750.0}
+MIN_CUT_TOKENS = 16  # below this a cut is no text worth reading: refuse instead
+
+
+def token_count(enc: Any, text: str, text_b: str | None = None) -> int:
+    """Return the tokens the model will read for `text` (and `text_b`), specials included, after its own cut."""
+    return int(enc.tokenize([text], None if text_b is None else [text_b]).input_ids.shape[1])
+
+
+def require_text_work(enc: Any, tokens: int | list[int], command: str, runs: int = 1) -> None:
+    """Refuse, before any forward, `runs` runs of `command` on a text of `tokens` tokens (or on each of several
+    texts, their work summed) over ATTENTION_LENS_TEXT_WORK, in one line that says what fits."""
+    cfg, ops = enc.config, CELL_OPS.get(command, 0.0)
+    counts = tokens if isinstance(tokens, list) else [tokens]
+    work = runs * sum(settings.text_work(cfg, n, ops) for n in counts)
+    if work > settings.limit("text_work"):
+        longest = max(counts)
+        what = (
+            f"{command} on {longest:,} tokens of {enc.name}"
+            if len(counts) == 1
+            else (f"{command} on {len(counts):,} texts of up to {longest:,} tokens of {enc.name}")
+        )
+        fits = settings.tokens_within_work(cfg, longest, ops, runs * len(counts))
+        raise BudgetError(
+            settings.over_budget("text_work", math.ceil(work), what + (f", {runs} runs each" if runs > 1 else ""))
+            + (
+                f": give a shorter text (about {fits:,} tokens fit)"
+                if len(counts) == 1
+                else f": give shorter or fewer texts ({len(counts):,} of about {fits:,} tokens fit)"
+            )
+            + " or raise the budget"
+        )
+
+
+def fit_text(enc: Any, text: str, text_b: str | None = None, *, command: str) -> str:
+    """Return `text` cut to what `command` may read: the model's positions (`fit_to_positions`), then what the work
+    budget ATTENTION_LENS_TEXT_WORK allows (`settings.text_work`, a function of sizes), with one warning line on
+    stderr when it cuts there. Asked before any forward; a pair (text_b), a tokenizer without offsets or a cut
+    shorter than MIN_CUT_TOKENS is refused in one line (BudgetError) instead."""
+    text = fit_to_positions(enc, text, text_b)
+    n = token_count(enc, text, text_b)
+    cfg, ops = enc.config, CELL_OPS.get(command, 0.0)
+    work = settings.text_work(cfg, n, ops)
+    if work <= settings.limit("text_work"):
+        return text
+    keep = settings.tokens_within_work(cfg, n, ops)
+    tokenizer = enc.tokenizer
+    if text_b is not None or keep < MIN_CUT_TOKENS or not getattr(tokenizer, "is_fast", False):
+        require_text_work(enc, n, command)  # raises: over the budget, and no cut is made here
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
+    target = keep - int(tokenizer.num_special_tokens_to_add(pair=False))  # the text's own tokens that fit
+    cut = ""
+    for _ in range(8):  # a cut at a token's start reads the tokens before it (a merge at the edge may add one)
+        cut = text[: int(offsets[target][0])] if 0 < target < len(offsets) else ""
+        over = token_count(enc, cut) - keep if cut.strip() else 0
+        if over <= 0:
+            break
+        target -= over
+    if not cut.strip() or token_count(enc, cut) > keep:
+        require_text_work(enc, n, command)  # raises: no cut within the budget was found
+    shown = token_count(enc, cut)
+    print(
+        f"warning: {command} reads the first {shown:,} of {n:,} tokens: all of them would need about "
+        f"{work:,.0f} billion operations; the budget {settings.PREFIX}TEXT_WORK allows "
+        f"{settings.limit('text_work'):,} (raise it to read more)",
+        file=sys.stderr,
+    )
+    return cut
 
 
 def id_list(spec: str | None, n: int, what: str) -> list[int] | None:

@@ -27,7 +27,7 @@ from ..analysis.norms import value_weighted
 from ..encoder import Encoder, EncoderOutput
 from ..weights import load_encoder
 from .check_mask import user_mask
-from .common import EXIT_OK, UsageError, add_model_args, integer, write_file
+from .common import EXIT_OK, UsageError, add_model_args, integer, require_text_work, token_count, write_file
 
 HELP = "compare two runs (text, model, mask or checkpoint): Δ maps and heads ranked by how much they changed"
 
@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     enc_b = enc_a if same_model else load_encoder(args.against_model, device=args.device, dtype=args.dtype)
     text_b = args.text if args.against_text is None else args.against_text
     mask_b = args.mask if args.against_mask is None else args.against_mask
+    for enc, text in ((enc_a, args.text), (enc_b, text_b)):  # both runs' work, before either forward
+        require_text_work(enc, token_count(enc, text), "compare")
     a, maps_a = _run(enc_a, args.text, user_mask(args.mask), args.weighted)
     b, maps_b = _run(enc_b, text_b, user_mask(mask_b), args.weighted)
     for label, out in (("A", a), ("B", b)):

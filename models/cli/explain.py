@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..analysis.explain import Explanation, explain
 from ..weights import load_encoder
-from .common import EXIT_OK, add_model_args, add_text_args, text_of, whole, write_file
+from .common import EXIT_OK, add_model_args, add_text_args, fit_text, text_of, whole, write_file
 
 HELP = "split one attention score into exact parts: by dimension, rotary frequency and residual-stream component"
 
@@ -39,10 +39,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    text = text_of(args)
     enc = load_encoder(args.model, device=args.device, dtype=args.dtype)
     e = explain(
         enc,
-        text_of(args),
+        fit_text(enc, text, args.text_b, command="explain"),  # the positions, then ATTENTION_LENS_TEXT_WORK
         args.layer,
         args.head,
         args.query,

@@ -28,7 +28,7 @@ from .common import (
     UsageError,
     add_model_args,
     add_text_args,
-    fit_to_positions,
+    fit_text,
     id_list,
     text_of,
     write_file,
@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     c = enc.config
     layers = id_list(args.layers, c.n_layers, "layers")
     heads = id_list(args.heads, c.n_heads, "heads")
-    text = fit_to_positions(enc, text, args.text_b)  # a 10⁵-token text is not tokenized whole
+    # Cut at the model's positions (a 10⁵-token text is not tokenized whole), then at ATTENTION_LENS_TEXT_WORK.
+    text = fit_text(enc, text, args.text_b, command="export")
     # The maps written are asked of their budget before the forward (a long text's forward alone takes minutes).
     seq = enc.tokenize([text], None if args.text_b is None else [args.text_b]).input_ids.shape[1]
     n_l, n_h = len(layers) if layers is not None else c.n_layers, len(heads) if heads is not None else c.n_heads

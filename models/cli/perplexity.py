@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..analysis.cache import CACHE_HELP, CHUNK, parse_cache, perplexity
+from ..analysis.cache import CACHE_HELP, CHUNK, parse_cache, perplexity, text_ids
 from ..lecture.memory import fmt_bytes
 from ..weights import load_model
-from .common import EXIT_OK, UsageError, add_model_args, text_of, whole
+from .common import EXIT_OK, UsageError, add_model_args, require_text_work, text_of, whole
 
 HELP = "per-token loss and perplexity of a text read through a full or bounded KV cache (window, sinks + window)"
 
@@ -33,7 +33,10 @@ def run(args: argparse.Namespace) -> int:
     dec = load_model(args.model, device=args.device, dtype=args.dtype)
     if not (dec.capabilities.causal and dec.capabilities.lm_head):
         raise UsageError(f"perplexity: {args.model} does not predict the next token; use a decoder such as smollm2")
-    p = perplexity(dec, text, spec, chunk=args.chunk)
+    ids = text_ids(dec, text)
+    if len(ids) <= dec.config.max_positions:  # longer: perplexity() refuses it for the positions, in one line
+        require_text_work(dec, len(ids), "perplexity")  # refused, not cut: a prefix's perplexity is another number
+    p = perplexity(dec, ids, spec, chunk=args.chunk)
     if args.json:
         print(json.dumps(p.to_json()))
     else:

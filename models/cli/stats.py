@@ -33,7 +33,7 @@ from ..attention_file import read as read_attention_file
 from ..errors import AttnVizError
 from ..weights import load_encoder
 from .check_mask import user_mask
-from .common import add_model_args, fit_to_positions, integer, text_of
+from .common import add_model_args, fit_text, integer, text_of
 from .stats_corpus import add_engine_args, check_engine_args, run_corpus
 
 HELP = "per-head statistics, pattern labels, redundancy and importance"
@@ -48,7 +48,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the sentence to analyse")
     src.add_argument(
-        "--text-file", help="one long text from a UTF-8 file (up to the model's positions; maps made on demand)"
+        "--text-file",
+        help="one long text from a UTF-8 file (up to the model's positions and ATTENTION_LENS_TEXT_WORK; maps made on "
+        "demand)",
     )
     src.add_argument(
         "--file",
@@ -101,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     extra: dict[str, Any] = {}
     if not args.file:
-        text = fit_to_positions(enc, text_of(args), args.text_b)  # a 10⁵-token text is not tokenized whole
+        # Cut at the model's positions (a 10⁵-token text is not tokenized whole), then at ATTENTION_LENS_TEXT_WORK.
+        text = fit_text(enc, text_of(args), args.text_b, command="stats")
         # CKA needs every head's output (the internals); a long text's maps come on demand, without them.
         internals = enc.fits_dense(text, args.text_b)
         out = enc.encode(text, args.text_b, mask=mask, internals=internals, hidden=internals)
