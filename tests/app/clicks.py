@@ -7,8 +7,10 @@ runs as it does in the browser.
 
 from __future__ import annotations
 
+import base64
 import json
 
+import numpy as np
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
@@ -25,12 +27,23 @@ def spec(at: AppTest, key: str) -> dict:
     return json.loads(chart(at, key).proto.spec)
 
 
+def decode(arr) -> np.ndarray:
+    """Return a figure's array as numpy: plotly may send one as {'dtype', 'bdata', 'shape'} (base64)."""
+    if isinstance(arr, dict) and "bdata" in arr:
+        shape = tuple(int(s) for s in str(arr.get("shape", "")).split(",") if s.strip()) or None
+        a = np.frombuffer(base64.b64decode(arr["bdata"]), dtype=np.dtype(arr["dtype"]))
+        return a.reshape(shape) if shape else a
+    return np.asarray(arr)
+
+
 def click(at: AppTest, key: str, trace: int, index: int) -> AppTest:
     """Click point `index` of trace `trace` of chart `key` (its customdata, x and y as the browser reports them)."""
     data = spec(at, key)["data"][trace]
     point = {"curve_number": trace, "point_number": index, "point_index": index}
     for field in ("x", "y", "customdata"):
         values = data.get(field)
+        if isinstance(values, dict):  # a numeric array plotly sent as base64 (bdata): the browser reports numbers
+            values = decode(values).tolist()
         if isinstance(values, list):
             point[field] = values[index]
     event = {"selection": {"points": [point], "point_indices": [index], "box": [], "lasso": []}}
