@@ -15,6 +15,7 @@ from models.analysis.corpus import (
     Line,
     analyse_corpus,
     corpus_importance,
+    importance_from_document,
     is_bert_base,
     read_corpus,
     read_corpus_file,
@@ -142,6 +143,7 @@ def _opened(entry: dict) -> None:
         if len(data) > settings.current().max_upload_bytes:
             raise BudgetError(settings.over_budget("max_upload_mb", round(len(data) / 2**20, 1), name))
         report = report_from_document(data, name)
+        imp = importance_from_document(data, report.n_layers, report.n_heads, name)
     except AttnVizError as err:
         st.error(t("corpus.opened_refused", name=md(name), reason=md(err)))
         return
@@ -159,10 +161,15 @@ def _opened(entry: dict) -> None:
     bert_base = not report.causal and is_bert_base(report.n_layers, report.n_heads, _d_model_of(data))
     _sections(report, bert_base, report.model)
     labels_section(report)
-    table_section(report, None)
+    table_section(report, imp)
     redundancy_section(report, "corpus")
     duplicates_section(report, "corpus")
     st.info(t("corpus.opened_no_maps"))
+    st.subheader(t("heads.importance.title"))
+    if imp is None:
+        st.info(t("corpus.opened_no_importance"))
+    else:
+        importance_section(report, imp, "corpus")
 
 
 def _engine_of(data: bytes) -> str:

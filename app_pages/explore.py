@@ -24,7 +24,7 @@ from ui.sidebar import current_encoder, current_maps
 from ui.state import t
 from viz.aggregate import token_bars
 from viz.export import IMAGE_FORMATS, figure_config, json_text, npz_bytes, standalone_html
-from viz.heatmap import add_segment_lines, head_heatmap
+from viz.heatmap import add_segment_lines, cell_of, head_heatmap
 from viz.layer import layer_figure
 from viz.lines import lines_figure
 from viz.overlays import add_mask_overlay
@@ -295,6 +295,7 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
         raw_tokens=[out.tokens[i] for i in rows],
         raw_key_tokens=[source.key_tokens(out)[j] for j in cols],
         width_hint=HEAD_PX,
+        pickable=_explains(out),
     )
     sub_keep = shown.cut(keep)
     if not sub_keep.all():
@@ -313,11 +314,15 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
             line=dict(color="#e4572e", width=2),
         )
     figures = [(title, fig)]
+    clickable = any(tr.name == "cells" for tr in fig.data)  # pickable and small enough: one point per cell
 
     left, right = st.columns([3, 2], gap="medium")
     below = st.container()  # the "why here" panel, full width under the map and the lines
     with left:
-        _chart(fig, "head_heatmap", f"attention-L{layer}-H{head}")
+        if clickable:  # a click on a cell opens "why here" for it (ui/why.py)
+            _chart(fig, "head_heatmap", f"attention-L{layer}-H{head}", on_select=_why_from_map, selection_mode="points")
+        else:
+            _chart(fig, "head_heatmap", f"attention-L{layer}-H{head}")
         notes = [t("explore.head_note")]
         if hide:
             notes.append(t("explore.renormalised_note") if renorm else t("explore.not_renormalised_note"))
@@ -328,7 +333,7 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
     with right:
         if len(rows) > LINES_MAX or len(cols) > LINES_MAX:
             st.info(t("explore.lines_too_many", n=LINES_MAX))
-            return figures + _why(below, out, attn, layer, head)
+            return figures + _why(below, out, attn, layer, head, clickable)
         options = [-1, *range(len(rows))]
         if st.session_state.get("lines_focus", -1) not in options:
             st.session_state["lines_focus"] = -1
@@ -357,15 +362,27 @@ def _head_view(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer:
         )
         st.caption(t("explore.lines_note"))
         figures.append((t("explore.lines_title"), lines))
-    return figures + _why(below, out, attn, layer, head)
+    return figures + _why(below, out, attn, layer, head, clickable)
 
 
-def _why(where: DeltaGenerator, out: Maps, attn: np.ndarray, layer: int, head: int) -> list:
+def _explains(out: Maps) -> bool:
+    """Return whether the head view shows the "why here" panel: a model's maps, not a file's or word-merged ones."""
+    return isinstance(out, EncoderOutput) and not st.session_state.get("words")
+
+
+def _why_from_map(chart_key: str = "head_heatmap") -> None:
+    """Selection callback of the head's map: a clicked cell becomes the "why here" query and key (ui/why.py)."""
+    cell = cell_of(_clicked(chart_key))
+    if cell is not None:
+        st.session_state[why.QUERY_KEY], st.session_state[why.KEY_KEY] = cell
+
+
+def _why(where: DeltaGenerator, out: Maps, attn: np.ndarray, layer: int, head: int, clickable: bool = False) -> list:
     """The "why here" panel under a model's head (ui/why.py); not for a file's maps or word-merged positions."""
-    if not isinstance(out, EncoderOutput) or st.session_state.get("words"):
+    if not _explains(out):
         return []
     with where:
-        return why.panel(_tokens(out), np.asarray(attn[layer, head]), layer, head)
+        return why.panel(_tokens(out), np.asarray(attn[layer, head]), layer, head, clickable=clickable)
 
 
 def _set_layer(layer: int) -> None:

@@ -147,7 +147,8 @@ def main() -> None:
     with tab["labels"]:
         labels_section(report, heading=False)
     with tab["table"]:
-        table_section(report, imp, output_norm, heading=False)
+        ablation = ablate_view.for_table(sel, enc)  # the "ablate" columns, on demand (a button until asked)
+        table_section(report, imp, output_norm, heading=False, ablation=ablation)
     with tab["redundancy"]:
         redundancy_section(report, "heads", heading=False)
     attn = out.attentions.numpy()

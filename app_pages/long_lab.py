@@ -12,7 +12,7 @@ from ui import cache, presentation, slots, state
 from ui.sidebar import current_encoder
 from ui.state import Selection, t
 from viz.lecture import token_bars
-from viz.long_lab import loss_curves, retrieval_heads, sink_pair
+from viz.long_lab import head_of, loss_curves, retrieval_heads, sink_pair
 from viz.long_lab import needle_grid as grid_figure
 from viz.long_lab import sink_shares as shares_figure
 
@@ -52,6 +52,17 @@ def _haystack_ids(enc, n: int) -> list[int]:
         filler = text_ids(enc, FILLER * (1 + n // 120))
         ids = ids + filler
     return ids[:n]
+
+
+HEADS_CHART, HEAD_PICK = "lab_heads_chart", "lab_head"  # the retrieval overview and the head it opens
+
+
+def _open_head() -> None:
+    """Selection callback of the retrieval overview: a clicked head opens its row at the answer step."""
+    event = st.session_state.get(HEADS_CHART) or {}
+    found = head_of((event.get("selection") or {}).get("points") or [])
+    if found is not None:
+        st.session_state[HEAD_PICK] = f"{found[0]}.{found[1]}"
 
 
 def needle_section(enc, sel: Selection, font: int) -> None:
@@ -95,13 +106,23 @@ def needle_section(enc, sel: Selection, font: int) -> None:
         )
     )
     labels = {k: t(f"longlab.heads.fig_{k}") for k in ("score", "layer", "head", "marked", "title")}
-    st.plotly_chart(retrieval_heads(scores, RETRIEVAL, labels, font))
-    top = g.heads()[:12]
-    choice = st.selectbox(
-        t("longlab.heads.pick"),
-        [(h["layer"], h["head"]) for h in top],
-        format_func=lambda lh: t("longlab.heads.option", layer=lh[0], head=lh[1], score=f"{scores[lh]:.2f}"),
+    st.plotly_chart(
+        retrieval_heads(scores, RETRIEVAL, labels, font),
+        key=HEADS_CHART,
+        on_select=_open_head,
+        selection_mode="points",
     )
+    st.caption(t("longlab.heads.click"))
+    order = [f"{h['layer']}.{h['head']}" for h in g.heads()]  # every head "L.H", the highest score first
+    if st.session_state.get(HEAD_PICK) not in order:
+        st.session_state[HEAD_PICK] = order[0]
+
+    def _option(name: str) -> str:
+        layer, head = (int(v) for v in name.split("."))
+        return t("longlab.heads.option", layer=layer, head=head, score=f"{scores[layer, head]:.2f}")
+
+    pick = st.selectbox(t("longlab.heads.pick"), order, key=HEAD_PICK, format_func=_option)  # the keyboard path
+    layer, head = (int(v) for v in pick.split("."))
     case = st.selectbox(
         t("longlab.heads.case"),
         list(range(len(g.cases))),
@@ -116,7 +137,6 @@ def needle_section(enc, sel: Selection, font: int) -> None:
     lo, hi = c.window
     ids = text_ids(enc, c.prompt)[lo:hi]
     tokens = [f"{lo + i}:{tok}" for i, tok in enumerate(enc.tokenizer.convert_ids_to_tokens(ids))]
-    layer, head = choice
     row = c.answer_rows[layer, head]
     fig = token_bars(
         row,

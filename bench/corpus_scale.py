@@ -2,7 +2,7 @@
 peak memory, at 2,400 and 24,000 lines of short sentences with minilm.
 
     python bench/corpus_scale.py            # the recorded run (a quiet machine: load average < 1.5)
-    python bench/corpus_scale.py --smoke    # 24 and 48 lines, nothing saved: proves the script runs
+    python bench/corpus_scale.py --quick    # 24 and 240 lines, nothing saved: proves the script runs (--smoke too)
 
 Each run is `python -m models stats --file … --no-importance --out …` in a fresh process (Ray's start, the actors'
 model loads and the driver's own load included in the wall time), which reports its own peak RSS: for Ray that is
@@ -10,6 +10,11 @@ the driver's, the actors being other processes. Targets: at 2,400 lines ray with
 at 10× the lines each driver's peak within 1.25× + 100 MB of its peak at 2,400 (the input streams, batches in flight
 are bounded). Plan for 1M sentences, on paper: rows/s of one GPU actor (`--workers 1 --device cuda`) × N actors,
 plus the start.
+
+How large a corpus Ray needs to win: each engine's wall time at the two sizes gives a straight line, wall(n) =
+start + n ÷ rate (start: the process, Ray's start and the model loads; rate: rows/s once running); where Ray's rate
+is higher, the lines cross at n* = (start_ray − start_local) ÷ (1/rate_local − 1/rate_ray) lines. The script prints
+n* for 1 and 2 workers, or says that Ray's rate does not beat the local engine's on this machine.
 """
 
 from __future__ import annotations
@@ -64,15 +69,36 @@ def measure(engine: str, workers: int, path: Path, tmp: Path) -> dict:
     return json.loads(last[-1])
 
 
+def line_fit(small: int, big: int, wall_small: float, wall_big: float) -> tuple[float, float | None]:
+    """Return (start s, rate rows/s) of the line wall(n) = start + n / rate through the two measured sizes; rate is
+    None when the wall time did not grow with the lines (noise, e.g. a busy machine: start and rate cannot be told
+    apart)."""
+    per_row = (wall_big - wall_small) / (big - small)
+    if per_row <= 0:
+        return wall_small, None
+    return wall_small - small * per_row, 1 / per_row
+
+
+def break_even(local: tuple[float, float | None], ray: tuple[float, float | None]) -> float | None:
+    """Return the lines n* from which Ray's wall time is below the local engine's (0: from the start), or None when
+    Ray's rate is not above the local engine's (its fixed start is then never paid back). Both rates must be known."""
+    (a_local, r_local), (a_ray, r_ray) = local, ray
+    assert r_local is not None and r_ray is not None
+    gain = 1 / r_local - 1 / r_ray  # seconds saved per row once running
+    if gain <= 0:
+        return None
+    return max(0.0, (a_ray - a_local) / gain)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--smoke", action="store_true", help="tiny corpora, nothing saved")
+    p.add_argument("--quick", "--smoke", action="store_true", help="small corpora (24 and 240 lines), nothing saved")
     p.add_argument("--one", nargs=4, metavar=("ENGINE", "WORKERS", "PATH", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         one(args.one[0], int(args.one[1]), args.one[2], args.one[3])
         return
-    sizes = (24, 48) if args.smoke else (2400, 24000)
+    sizes = (24, 240) if args.quick else (2400, 24000)
     print(f"load average {load_average()} at the start (a recorded figure needs < 1.5)")
     rec = Record("corpus_scale", "Corpus statistics at scale: local vs Ray Data, rows/s and the driver's peak")
     table = rec.table(
@@ -107,14 +133,42 @@ def main() -> None:
             f"≤ {1.25 * a + 100:.0f}",
             ok,
         )
-    rate = {w: small / results[(small, "ray", w)]["wall"] for w in (1, 2)}
-    rec.note(
-        f"plan for 1M sentences: {1_000_000 / max(rate[1], 1e-9) / 3600:.1f} h at one CPU actor's "
-        f"{rate[1]:.0f} rows/s; N GPU actors: 1M / (rows/s per GPU actor × N) plus the start"
+    fits = {run: line_fit(small, big, results[(small, *run)]["wall"], results[(big, *run)]["wall"]) for run in RUNS}
+    for run in RUNS:
+        start, rows_s = fits[run]
+        running = (
+            "rows/s unknown: its wall time did not grow with the lines" if rows_s is None else f"{rows_s:.1f} rows/s"
+        )
+        print(f"{run[0]} ×{run[1]}: start {start:.1f} s, then {running} (a line through both sizes)")
+    for workers in (1, 2):
+        if fits[("local", 1)][1] is None or fits[("ray", workers)][1] is None:
+            words = (
+                f"cannot tell for ray ×{workers}: a wall time did not grow with the lines (rerun on a quiet machine)"
+            )
+            print(f"how large a corpus it takes for ray to win: {words}")
+            rec.note(f"how large a corpus it takes for ray to win: {words}")
+            continue
+        n_star = break_even(fits[("local", 1)], fits[("ray", workers)])
+        if n_star is None:
+            words = f"ray ×{workers} does not win on this machine: its rows/s once running do not beat local's"
+        else:
+            words = f"ray ×{workers} wins from about {n_star:,.0f} lines (its start paid back by its higher rows/s)"
+        print(f"how large a corpus it takes for ray to win: {words}")
+        rec.note(f"how large a corpus it takes for ray to win: {words}")
+        if n_star is not None:
+            rec.headline(f"lines from which ray ×{workers} beats local", n_star, "lines")
+    start, fitted = fits[("ray", 1)]  # one actor's rows/s once running, and the start it pays once
+    rate = fitted if fitted is not None else small / results[(small, "ray", 1)]["wall"]  # else: start included
+    plan = (
+        f"plan for 1M sentences: {1_000_000 / max(rate, 1e-9) / 3600:.1f} h at one CPU actor's {rate:.0f} rows/s "
+        f"{'once running, plus' if fitted is not None else 'with'} {start:.0f} s of start; N GPU actors: "
+        "1M / (rows/s per GPU actor × N) plus the start"
     )
+    print(plan)
+    rec.note(plan)
     rec.note(f"{os.cpu_count()} cores visible; load average {load_average()} at the end")
-    if args.smoke:
-        print("smoke run: nothing saved")
+    if args.quick:
+        print("quick run: nothing saved")
     else:
         rec.save()
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from models.analysis.ablate import Sweep
 from models.analysis.corpus import PUBLISHED, our_published_figures
 from models.analysis.heads import (
     DECODER_LABELS,
@@ -113,9 +114,14 @@ def _hover(report: HeadReport) -> np.ndarray:
 
 
 def table_section(
-    report: HeadReport, importance: Importance | None, output_norm: np.ndarray | None = None, heading: bool = True
+    report: HeadReport,
+    importance: Importance | None,
+    output_norm: np.ndarray | None = None,
+    heading: bool = True,
+    ablation: Sweep | None = None,
 ) -> None:
-    """The statistics table; output_norm (layers, heads): each head's mean output norm (value-weighted lens)."""
+    """The statistics table; output_norm (layers, heads): each head's mean output norm (value-weighted lens);
+    ablation: each head removed alone (models.analysis.ablate.sweep, heads only, layer-major as the rows)."""
     if heading:
         st.subheader(t("heads.table.title"))
     s = report.stats
@@ -142,6 +148,10 @@ def table_section(
         data[t("heads.col.importance")] = importance.scores.ravel()
     if output_norm is not None:
         data[t("heads.col.output_norm")] = np.asarray(output_norm).ravel()
+    if ablation is not None:  # the numbers `python -m models ablate --heads L.H` gives for each head
+        data[t("heads.col.ablate_kl")] = ablation.mean_kl
+        data[t("heads.col.ablate_last")] = ablation.last_kl
+        data[t("heads.col.ablate_logit")] = ablation.logit_diff
     df = pd.DataFrame(data)
     pct = st.column_config.NumberColumn(format="%.1f %%")
     config = {t(f"heads.col.{k}"): pct for k in (*report.columns, "block")}
@@ -152,10 +162,14 @@ def table_section(
     config[t("heads.col.nearest_js")] = st.column_config.NumberColumn(format="%.3f")
     config[t("heads.col.importance")] = st.column_config.NumberColumn(format="%.2f")
     config[t("heads.col.output_norm")] = st.column_config.NumberColumn(format="%.3f")
+    for k in ("ablate_kl", "ablate_last", "ablate_logit"):
+        config[t(f"heads.col.{k}")] = st.column_config.NumberColumn(format="%.4g")
     st.dataframe(df, column_config=config, hide_index=True, width="stretch", height=420, key="heads_table")
     st.caption(t("heads.table.caption", rows=report.rows, sentences=report.sentences))
     if output_norm is not None:
         st.caption(t("heads.table.output_norm_caption"))
+    if ablation is not None:
+        st.caption(t("heads.table.ablate_caption"))
 
 
 def redundancy_section(report: HeadReport, key: str, with_cka: bool = True, heading: bool = True) -> None:

@@ -1,7 +1,8 @@
 """Explore → One head: the "why here" panel — one cell's score split into exact parts (models.analysis.explain,
 the same function as `python -m models explain`), drawn by viz.why.
 
-The query and the key are picked below the map (keys "why_query", "why_key": the last token, and the key it
+The query and the key are picked by a click on a cell of the head's map (app_pages/explore.py sets QUERY_KEY and
+KEY_KEY from the clicked point) or with the selectors below it, the keyboard path (the last token, and the key it
 weighs most, until a person picks); the result is cached per selection, layer, head and cell in ui.results.
 """
 
@@ -22,6 +23,7 @@ from .safe import md
 from .state import Selection, selection, t
 
 SENTENCES = 5  # top component pairs written out in words
+QUERY_KEY, KEY_KEY = "why_query", "why_key"  # session state of the picked cell (a click on the map sets both)
 
 
 @debug.counted("why", results.cached)
@@ -50,24 +52,31 @@ def _pick(where: Any, label: str, key: str, tokens: list[str], default: int) -> 
 
 
 def panel(
-    tokens: list[str], weights: np.ndarray, layer: int, head: int, query: int | None = None, title: str | None = None
+    tokens: list[str],
+    weights: np.ndarray,
+    layer: int,
+    head: int,
+    query: int | None = None,
+    title: str | None = None,
+    clickable: bool = False,
 ) -> list:
     """Draw the panel for one head; weights (q_pos, k_pos) is the map shown (for the default key). Return figures.
 
-    query: fixed by the caller (Inside a head's query), else picked here; title: the panel's heading.
+    query: fixed by the caller (Inside a head's query), else picked here; title: the panel's heading; clickable: the
+    map above picks the cell on a click (the panel says so).
     """
     if title is None:
         st.subheader(t("why.title"))
     else:  # inside another page's sequence (Inside a head): a heading that does not count among its steps
         st.markdown(f"#### {md(title)}")
-    st.caption(t("why.intro"))
+    st.caption(t("why.intro") + (" " + t("why.click_hint") if clickable else ""))
     a, b = st.columns(2)
     if query is None:
-        query = _pick(a, t("why.query"), "why_query", tokens, len(tokens) - 1)
+        query = _pick(a, t("why.query"), QUERY_KEY, tokens, len(tokens) - 1)
     else:
         a.caption(t("why.query_fixed", i=query, token=md(tokens[query])))
     row = np.asarray(weights[query]) if query < len(weights) else np.zeros(len(tokens))
-    key = _pick(b, t("why.key"), "why_key", tokens, int(row.argmax()) if row.size else 0)
+    key = _pick(b, t("why.key"), KEY_KEY, tokens, int(row.argmax()) if row.size else 0)
     try:
         with st.spinner(t("why.computing")):
             e = explanation(selection(), layer, head, query, key)

@@ -20,6 +20,9 @@ import plotly.graph_objects as go
 COLORSCALE = "Blues"
 LOG_FLOOR = 1e-4  # weights below this share the lowest colour in log mode
 HOVER_TOKENS_MAX = 40_000  # cells; above this, hover shows positions instead of token strings (lighter JSON)
+# cells; up to this many a pickable map carries one invisible point per cell (a click picks the cell: plotly's
+# selection events skip heatmap traces). 128 × 128: above it the SVG points slow the hover; the caller's selectors stay.
+PICK_CELLS_MAX = 16_384
 WORDS = {
     "query": "query",
     "key": "key",
@@ -147,6 +150,7 @@ def head_heatmap(
     raw_tokens: Sequence[str] | None = None,
     raw_key_tokens: Sequence[str] | None = None,
     width_hint: int = 640,
+    pickable: bool = False,
 ) -> go.Figure:
     """Return a heatmap of one (q_pos, k_pos) map, token labels on both axes and a colour bar with its unit.
 
@@ -158,6 +162,10 @@ def head_heatmap(
     labels the colour bar in weights. customdata per cell is (query label, key label, weight text) — or, above
     HOVER_TOKENS_MAX cells, (query position, key position, weight) as numbers. width_hint: the figure's width in
     pixels where it will be shown, to size the key labels (`token_ticks`); words["colorbar"] titles the bar.
+
+    pickable (and at most PICK_CELLS_MAX cells): a second trace "cells", one invisible point per cell, carries the
+    hover (the same customdata, plus the cell's query and key positions as customdata[3] and [4]) so that a click
+    selects that point (`cell_of`); the heatmap itself then has no hover. The axes keep the cells' own range.
     """
     w, q_tok, k_tok, qp, kp = map_axes(weights, tokens, key_tokens, q_pos, k_pos)
     nq, nk = w.shape
@@ -193,20 +201,19 @@ def head_heatmap(
         z, lo, hi = w, 0.0, top
         colorbar = dict(title=dict(text=wd["colorbar"], side="right"))
     colorbar["thickness"] = 14  # px: the map, not its legend, gets a narrow column's width
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=np.arange(nk),
-            y=np.arange(nq),
-            customdata=custom,
-            colorscale=COLORSCALE,
-            zmin=lo,
-            zmax=hi,
-            hovertemplate=hover or default_hover,
-            colorbar=colorbar,
-            name="attention",
-        )
+    pick = pickable and 0 < w.size <= PICK_CELLS_MAX
+    heat = go.Heatmap(
+        z=z,
+        x=np.arange(nk),
+        y=np.arange(nq),
+        colorscale=COLORSCALE,
+        zmin=lo,
+        zmax=hi,
+        colorbar=colorbar,
+        name="attention",
+        **(dict(hoverinfo="skip") if pick else dict(customdata=custom, hovertemplate=hover or default_hover)),
     )
+    fig = go.Figure(heat if not pick else [heat, _cell_points(custom, qp, kp, hover or default_hover)])
     n = max(nq, nk)
     fig_height = height or min(900, 240 + 18 * n)
     # The plot area: the figure less the query labels and the colour bar across, the title and key labels down.
@@ -237,7 +244,46 @@ def head_heatmap(
         margin=dict(l=10, r=10, t=150 if title else 110, b=10),
         plot_bgcolor="white",
     )
+    if pick:  # the nearest cell answers anywhere on the map; the invisible points do not widen the axes
+        fig.update_layout(hovermode="closest", hoverdistance=-1)
+        fig.update_xaxes(range=[-0.5, nk - 0.5], autorange=False)
+        fig.update_yaxes(range=[nq - 0.5, -0.5], autorange=False)
     return fig
+
+
+def _cell_points(custom: np.ndarray, qp: Sequence[int], kp: Sequence[int], hover: str) -> go.Scatter:
+    """Return one invisible square point per cell (row-major), carrying the cell's hover and its positions."""
+    nq, nk = custom.shape[:2]
+    pos = np.empty((nq, nk, 2), dtype=object)
+    pos[..., 0] = np.asarray(qp, dtype=object)[:, None]
+    pos[..., 1] = np.asarray(kp, dtype=object)[None, :]
+    data = np.concatenate([custom.astype(object), pos], axis=-1).reshape(nq * nk, -1)
+    return go.Scatter(
+        x=np.tile(np.arange(nk), nq),
+        y=np.repeat(np.arange(nq), nk),
+        customdata=data,
+        mode="markers",
+        marker=dict(symbol="square", size=8, opacity=0.0, color="black"),
+        hovertemplate=hover,
+        showlegend=False,
+        name="cells",
+    )
+
+
+def cell_of(points: Sequence[Mapping[str, Any]]) -> tuple[int, int] | None:
+    """Return the (query, key) positions of the first clicked cell among plotly selection points, else None.
+
+    points: a pickable head_heatmap's selection (Streamlit's `event.selection.points`); a point of another trace,
+    or one without the two positions, is passed over.
+    """
+    for p in points:
+        data = p.get("customdata")
+        if isinstance(data, list | tuple) and len(data) >= 5:
+            try:
+                return int(data[3]), int(data[4])
+            except (TypeError, ValueError):
+                continue
+    return None
 
 
 def add_segment_lines(

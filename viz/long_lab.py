@@ -6,6 +6,7 @@ numpy in, plotly out; every text comes in as an argument (the page passes it in 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -45,7 +46,11 @@ def needle_grid(
 
 
 def retrieval_heads(scores: np.ndarray, threshold: float, labels: Mapping[str, str], font_size: int = 14) -> go.Figure:
-    """Return every head's retrieval score (layers × heads) with the heads above `threshold` ringed."""
+    """Return every head's retrieval score (layers × heads) with the heads above `threshold` ringed.
+
+    A last trace "heads" holds one invisible point per head, customdata (layer, head, score), carrying the hover:
+    a click selects it (plotly's selection events skip heatmaps), and the page opens that head.
+    """
     L, H = scores.shape
     fig = go.Figure(
         go.Heatmap(
@@ -56,7 +61,7 @@ def retrieval_heads(scores: np.ndarray, threshold: float, labels: Mapping[str, s
             zmax=max(1e-9, float(scores.max()) if scores.size else 1.0),
             colorscale="Blues",
             colorbar=dict(title=labels["score"]),
-            hovertemplate=labels["layer"] + " %{y}, " + labels["head"] + " %{x}: %{z:.2f}<extra></extra>",
+            hoverinfo="skip",
         )
     )
     ys, xs = np.nonzero(scores > threshold)
@@ -66,16 +71,50 @@ def retrieval_heads(scores: np.ndarray, threshold: float, labels: Mapping[str, s
             y=ys,
             mode="markers",
             marker=dict(symbol="circle-open", size=14, color="#ff7f0e", line=dict(width=2)),
+            unselected=dict(marker=dict(opacity=1.0)),  # a clicked head does not dim the rings
             name=labels["marked"],
             hoverinfo="skip",
         )
     )
-    fig.update_layout(
-        title=labels["title"], height=max(260, 18 * L + 120), legend=dict(orientation="h", y=-0.15), showlegend=True
+    layers, heads = np.divmod(np.arange(L * H), H)
+    fig.add_trace(
+        go.Scatter(
+            x=heads,
+            y=layers,
+            customdata=np.stack([layers, heads, scores.ravel()], axis=-1),
+            mode="markers",
+            marker=dict(symbol="square", size=10, opacity=0.0, color="black"),
+            hovertemplate=labels["layer"]
+            + " %{customdata[0]}, "
+            + labels["head"]
+            + " %{customdata[1]}: %{customdata[2]:.2f}<extra></extra>",
+            showlegend=False,
+            name="heads",
+        )
     )
-    fig.update_xaxes(title=labels["head"], dtick=1)
-    fig.update_yaxes(title=labels["layer"], autorange="reversed")
+    fig.update_layout(
+        title=labels["title"],
+        height=max(260, 18 * L + 120),
+        legend=dict(orientation="h", y=-0.15),
+        showlegend=True,
+        hovermode="closest",
+        hoverdistance=-1,  # the nearest head answers anywhere on the map
+    )
+    fig.update_xaxes(title=labels["head"], dtick=1, range=[-0.5, H - 0.5], autorange=False)
+    fig.update_yaxes(title=labels["layer"], range=[L - 0.5, -0.5], autorange=False)
     return scale_fonts(fig, font_size)
+
+
+def head_of(points: Sequence[Mapping[str, Any]]) -> tuple[int, int] | None:
+    """Return the (layer, head) of the first clicked point of retrieval_heads' "heads" trace, else None."""
+    for p in points:
+        data = p.get("customdata")
+        if isinstance(data, list | tuple) and len(data) >= 2:
+            try:
+                return int(data[0]), int(data[1])
+            except (TypeError, ValueError):
+                continue
+    return None
 
 
 def smooth(values: np.ndarray, width: int) -> np.ndarray:

@@ -169,6 +169,7 @@ class Sweep:
     mean_kl: np.ndarray  # (units,): KL averaged over positions
     ci95: np.ndarray  # (units, 2)
     last_kl: np.ndarray  # (units,): at the last position (the CLI's "kl")
+    logit_diff: np.ndarray  # (units,): ablated − original logit of the original top token, last position (the CLI's)
 
 
 def sweep_units(enc: Encoder) -> tuple[list[str], list[list[tuple[int, int]]]]:
@@ -199,13 +200,16 @@ def sweep(enc: Encoder, text: str) -> Sweep:
     settings.require("dense_maps_mb", math.ceil(per_item / (1 << 20)), f"the maps of one forward of {T:,} tokens")
     B = max(1, min(int(settings.limit("max_batch")), int(budget // per_item)))
     base = _logits(enc, ids, None)  # (T, V)
-    kls = []
+    top = int(base[-1].argmax())
+    kls, tops = [], []
     for start in range(0, len(units), B):
         chunk = units[start : start + B]
         gates = torch.stack([gates_for(enc, u) for u in chunk])  # (b, layers, heads)
         res = enc.model(ids.expand(len(chunk), T), head_gates=gates)
         cut = enc.model.logits(res.hidden).double()  # (b, T, V)
         kls.append(kl_rows(base[None], cut))  # (b, T)
+        tops.append(cut[:, -1, top] - base[-1, top])  # (b,)
     per = torch.cat(kls).cpu().numpy()  # (units, T)
     ci = np.array([bootstrap(row) for row in per])
-    return Sweep(names=names, units=units, mean_kl=per.mean(1), ci95=ci, last_kl=per[:, -1])
+    diff = torch.cat(tops).cpu().numpy()
+    return Sweep(names=names, units=units, mean_kl=per.mean(1), ci95=ci, last_kl=per[:, -1], logit_diff=diff)

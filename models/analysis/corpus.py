@@ -52,8 +52,11 @@ from .heads import (
     sentence_stats,
 )
 from .importance import (
+    CURVE_UNITS,
+    MEASURES,
     Batch,
     Importance,
+    RemovalCurve,
     curve_from_sums,
     measure_of,
     normalise,
@@ -826,6 +829,57 @@ def _matrix_of(value: object, n: int, what: str, cols: int | None = None) -> np.
     if not all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in arr.ravel()):
         raise StatsFileError(f"the statistics file's {what} holds something other than numbers")
     return np.array([[np.nan if v is None else float(v) for v in row] for row in arr], dtype=np.float64)
+
+
+def _numbers(value: object, n: int | None, what: str, name: str, integer: bool = False) -> list[float]:
+    """Return a JSON list of finite numbers (n of them, when given); refuse anything else in one line."""
+    kinds = int if integer else int | float
+    if (
+        not isinstance(value, list)
+        or (n is not None and len(value) != n)
+        or not all(isinstance(v, kinds) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+    ):
+        size = "" if n is None else f"{n:,} "
+        raise StatsFileError(f"{name}: {what} must be a list of {size}finite {'integers' if integer else 'numbers'}")
+    return [float(v) for v in value]
+
+
+def importance_from_document(
+    data: bytes, n_layers: int, n_heads: int, name: str = "the statistics file"
+) -> Importance | None:
+    """Return the head importance a `stats --out` document holds (its scaled scores, measure, sentences and removal
+    curve) as an Importance, or None when it holds none (`--no-importance`, `--attentions`); refuse a malformed one.
+
+    The file keeps the scores already scaled to [0, 1] (`Importance.given`), not the raw sums.
+    """
+    from ..files import load_json
+
+    heads_max = int(settings.limit("pair_heads"))
+    doc = load_json(data, name, max_values=4 * heads_max * heads_max + 4_000_000, max_keys=64)
+    if not isinstance(doc, dict) or doc.get("importance") is None:
+        return None
+    N = n_layers * n_heads
+    scores = np.array(_numbers(doc["importance"], N, "importance", name)).reshape(n_layers, n_heads)
+    if (scores < 0).any() or (scores > 1).any():
+        raise StatsFileError(f"{name}: importance must lie in [0, 1] (scaled as `stats` writes it)")
+    measure = next((k for k, text in MEASURES.items() if text == doc.get("importance_measure")), None)
+    if measure is None:
+        raise StatsFileError(f"{name}: importance_measure is not one that `python -m models stats` writes")
+    sentences = doc.get("importance_sentences")
+    if not isinstance(sentences, int) or isinstance(sentences, bool) or sentences < 1:
+        raise StatsFileError(f"{name}: importance_sentences must be a positive integer")
+    curve = None
+    removal = doc.get("removal")
+    if removal is not None:
+        if not isinstance(removal, dict) or removal.get("unit") != CURVE_UNITS[measure]:
+            raise StatsFileError(f"{name}: removal must be the curve `stats` writes, in {CURVE_UNITS[measure]}")
+        ks = [int(k) for k in _numbers(removal.get("k"), None, "removal.k", name, integer=True)]
+        if not ks or len(ks) > N + 1 or min(ks) < 0 or max(ks) > N:
+            raise StatsFileError(f"{name}: removal.k must count removed heads, 0 … {N}")
+        least = _numbers(removal.get("least_first"), len(ks), "removal.least_first", name)
+        most = _numbers(removal.get("most_first"), len(ks), "removal.most_first", name)
+        curve = RemovalCurve(ks=ks, least_first=least, most_first=most, measure=measure)
+    return Importance(raw=scores, measure=measure, sentences=sentences, curve=curve, given=scores)
 
 
 def report_from_document(data: bytes, name: str = "the statistics file") -> HeadReport:

@@ -98,11 +98,12 @@ class Importance:
     sentences: int
     curve: RemovalCurve | None = None
     notes: list[str] = field(default_factory=list)
+    given: np.ndarray | None = None  # (layers, heads): scores already scaled, as a statistics file holds them
 
     @property
     def scores(self) -> np.ndarray:
         """Importance as docs/METRICS.md shows it: per-layer l2 normalised, then min–max scaled to [0, 1]."""
-        return normalise(self.raw)
+        return self.given if self.given is not None else normalise(self.raw)
 
     @property
     def description(self) -> str:

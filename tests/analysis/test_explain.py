@@ -183,19 +183,30 @@ def test_score_equals_transformers_and_every_decomposition_sums_to_it(spec, laye
     assert np.allclose(e.frequencies, inv.numpy(), rtol=1e-6)
 
 
-def test_a_dropped_component_breaks_the_sum(monkeypatch):
-    """The planted bug: the MLPs left out of the stream (their names kept) — the table no longer sums to the score."""
-    enc = ours("random:gpt2-tiny")
-    check_sums(explain(enc, TEXT, 1, 2, -1, 1))
+@pytest.mark.parametrize("spec,layer,head,query,key", CASES)
+@pytest.mark.parametrize("dropped", [".mlp", ".H0"])
+def test_a_dropped_component_breaks_the_sum(monkeypatch, spec, layer, head, query, key, dropped):
+    """The planted bug, on each family: the MLPs (or every layer's head 0) left out of the stream, their names kept —
+    the table no longer sums to the score; left out names and all, the table no longer has every component."""
+    enc = ours(spec)
+    check_sums(explain(enc, TEXT, layer, head, query, key))
     real = explain_mod._stream
 
-    def without_mlps(*args, **kwargs):
+    def zeroed(*args, **kwargs):
         stream = real(*args, **kwargs)
-        return {n: (v * 0 if n.endswith(".mlp") else v) for n, v in stream.items()}
+        return {n: (v * 0 if n.endswith(dropped) else v) for n, v in stream.items()}
 
-    monkeypatch.setattr(explain_mod, "_stream", without_mlps)
+    monkeypatch.setattr(explain_mod, "_stream", zeroed)
     with pytest.raises(AssertionError):
-        check_sums(explain(enc, TEXT, 1, 2, -1, 1))
+        check_sums(explain(enc, TEXT, layer, head, query, key))
+
+    def removed(*args, **kwargs):
+        return {n: v for n, v in real(*args, **kwargs).items() if not n.endswith(dropped)}
+
+    monkeypatch.setattr(explain_mod, "_stream", removed)
+    with pytest.raises(AssertionError):  # the names the table must have (count_components) are not all there
+        e = explain(enc, TEXT, layer, head, query, key)
+        assert e.table is not None and e.table.shape == (count_components(enc, layer),) * 2
 
 
 def test_interleaved_rotary_pairs_fail_the_frequency_check(monkeypatch):

@@ -106,3 +106,35 @@ def test_needle_command(capsys):
     assert "depth" in capsys.readouterr().err
     assert main(["needle", "--model", "minilm", "--context", "64", "--depths", "0.5"]) == 2
     assert "decoder" in capsys.readouterr().err
+
+
+def test_retrieval_bookkeeping_equals_transformers_on_a_forced_answer(tiny, monkeypatch):
+    """A cheap twin of the SmolLM2 check on random:llama-tiny (grouped, rotary), made to answer with the needle's own
+    tokens (its next-token logits replaced, nothing else) so that every step counts: the steps counted and each
+    head's copies equal Wu et al.'s count from transformers' eager maps, and the first answer step's attention row,
+    read through our KV cache, equals transformers'. (A random model's heads copy nothing, so the copies are zeros
+    here; the SmolLM2 test above compares real ones.)"""
+    from tests.analysis.test_cache import tiny_reference
+
+    _, span, ids = build_prompt(tiny, 96, 0.5)
+    answer = ids[span[0] : span[1]][:6]
+    steps = iter(answer)
+    real = tiny.model.logits
+
+    def forced(hidden):
+        out = torch.zeros_like(real(hidden))
+        out[..., next(steps)] = 1.0
+        return out
+
+    monkeypatch.setattr(tiny.model, "logits", forced)
+    g = needle_grid(tiny, [96], [0.5], answer_tokens=len(answer))
+    (case,) = g.cases
+    assert case.answer_ids == answer and case.counted == len(answer)
+    reference = tiny_reference()
+    copies, counted = their_copies(reference, ids, answer, span)
+    assert counted == case.counted
+    assert np.array_equal(copies, case.copies), (copies, case.copies)
+    with torch.no_grad():
+        attn = torch.stack(reference(input_ids=torch.tensor([ids]), output_attentions=True).attentions)[:, 0]
+    lo, hi = case.window
+    np.testing.assert_allclose(case.answer_rows, attn[:, :, len(ids) - 1, lo:hi].numpy(), atol=1e-5)

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from models.cli import main
+from tests.app.test_explore import decode
 from tests.app.test_heads_page import page, specs
+from ui.i18n import translate
 
 ROWS = "The cat sat on the mat.\nA first half.\tA second half.\nDogs bark at night.\n"
 
@@ -19,9 +22,7 @@ def stats_file(tmp_path_factory) -> bytes:
     folder = tmp_path_factory.mktemp("stats")
     (folder / "c.txt").write_text(ROWS)
     out = folder / "stats.json"
-    assert (
-        main(["stats", "--model", "minilm", "--file", str(folder / "c.txt"), "--no-importance", "--out", str(out)]) == 0
-    )
+    assert main(["stats", "--model", "minilm", "--file", str(folder / "c.txt"), "--out", str(out)]) == 0
     return out.read_bytes()
 
 
@@ -37,6 +38,45 @@ def test_an_opened_statistics_file_shows_like_a_corpus_analysed_here(stats_file)
     assert len(table) == len(labels) == 72
     assert any(any(a.get("text") == "to [SEP]" for a in s["layout"].get("annotations", [])) for s in specs(at))
     assert any("need the model" in i.value for i in at.info)
+    # …head importance too: the table's column, the bars and the removal curve are the file's own numbers
+    imp = table[translate("en", "heads.col.importance")].to_numpy()
+    np.testing.assert_allclose(imp, doc["importance"], atol=1e-12)
+    titled = {((s["layout"].get("title") or {}).get("text")): s for s in specs(at)}
+    bars = titled[translate("en", "heads.importance.bars_title")]
+    np.testing.assert_allclose(decode(bars["data"][0]["y"]), doc["importance"], atol=1e-12)
+    curve = titled[translate("en", "heads.importance.removal_title")]
+    assert decode(curve["data"][0]["y"]).tolist() == pytest.approx(doc["removal"]["least_first"])
+    assert not any(translate("en", "corpus.opened_no_importance") == i.value for i in at.info)
+
+
+def test_a_file_without_importance_says_so(stats_file):
+    doc = json.loads(stats_file)
+    for k in ("importance", "importance_measure", "importance_sentences", "removal"):
+        doc.pop(k)
+    at = page("app_pages/corpus.py")
+    at.session_state["corpus_stats"] = {"name": "stats.json", "data": json.dumps(doc).encode()}
+    at.run()
+    assert not at.exception and not at.error
+    assert translate("en", "heads.col.importance") not in at.dataframe[0].value.columns
+    assert any("holds no head importance" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"importance": [2.0] * 72},
+        {"importance": [0.5] * 71},
+        {"importance_measure": "trust me"},
+        {"removal": {"k": [0, 1], "least_first": [1.0], "most_first": [1.0, 2.0], "unit": "x"}},
+    ],
+)
+def test_a_file_with_bad_importance_is_refused_in_one_line(stats_file, change):
+    doc = json.loads(stats_file) | change
+    at = page("app_pages/corpus.py")
+    at.session_state["corpus_stats"] = {"name": "evil.json", "data": json.dumps(doc).encode()}
+    at.run()
+    assert not at.exception
+    assert len(at.error) == 1 and "evil.json cannot be opened" in at.error[0].value
 
 
 @pytest.mark.parametrize(

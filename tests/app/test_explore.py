@@ -144,7 +144,9 @@ def test_512_token_text_is_truncated_with_a_notice_and_stays_light():
     at.slider(key="window").set_value((100, 140)).run()
     spec = head_spec(at)
     assert decode(spec["data"][0]["z"]).shape == (40, 40)
-    assert spec["data"][0]["customdata"][0][0][0].endswith("· 100")  # hover names the true position
+    cells = next(d for d in spec["data"] if d.get("name") == "cells")  # a click picks a cell: it carries the hover
+    assert cells["customdata"][0][0].endswith("· 100")  # hover names the true position
+    assert cells["customdata"][41][3:] == [101, 101]  # …and the cell's positions, for "why here"
     for view in ("layer", "aggregate"):
         at.segmented_control(key="view").set_value(view).run()
         assert not at.exception

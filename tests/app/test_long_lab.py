@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.clicks import click, decode, spec
 from tests.app.test_lecture_pages import chart_specs, texts
 from ui.i18n import LANGUAGES, translate
 
@@ -32,6 +33,14 @@ def test_the_lab_runs_its_three_sections(lang):
     at.text_input[1].set_value("0,1")
     at.button[0].click().run()  # the needle grid's submit button
     assert not at.exception and not at.error, [e.value for e in at.error]
+    if lang == "en":  # a click on a head of the retrieval overview opens it (the list is the keyboard path)
+        heads = decode(spec(at, "lab_heads_chart")["data"][-1]["customdata"])
+        index = next(i for i, c in enumerate(heads.tolist()) if c[:2] == [1, 2])
+        at = click(at, "lab_heads_chart", len(spec(at, "lab_heads_chart")["data"]) - 1, index)
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        assert at.selectbox(key="lab_head").value == "1.2"
+        titles = [((c.get("layout") or {}).get("title") or {}).get("text", "") for c in chart_specs(at)]
+        assert any(x.startswith("Layer 1, head 2 at the first answer step") for x in titles), titles
     at.number_input[0].set_value(160)
     at.number_input[1].set_value(16)
     at.button[1].click().run()  # read the text three ways

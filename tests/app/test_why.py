@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from models.cli import main
+from tests.app.clicks import click, spec
 from tests.app.test_explore import decode
 from tests.app.test_llama_pages import open_page
 from ui.i18n import translate
@@ -82,3 +83,39 @@ def test_inside_a_head_explains_the_chosen_query(capsys):
     doc = _cli(capsys, 9, 2)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[translate("en", "why.score")] == f"{doc['score']:.4f}"
+
+
+def test_a_click_on_a_cell_of_the_map_explains_that_cell(capsys):
+    """The map's invisible cell points carry (query, key); a click on one sets the panel's cell (the selectors stay
+    as the keyboard path) and the panel shows the CLI's numbers for it."""
+    at = open_page("explore", "random:llama-tiny", text=TEXT, view="head", layer="1", head="3")
+    assert not at.exception and not at.error
+    data = spec(at, "head_heatmap")["data"]
+    trace = next(i for i, d in enumerate(data) if d.get("name") == "cells")
+    index = next(i for i, c in enumerate(data[trace]["customdata"]) if c[3:] == [9, 2])
+    at = click(at, "head_heatmap", trace, index)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="why_query").value == 9 and at.selectbox(key="why_key").value == 2
+    doc = _cli(capsys, 9, 2)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[translate("en", "why.score")] == f"{doc['score']:.4f}"
+    assert any(translate("en", "why.click_hint") in c.value for c in at.caption)
+
+
+def test_the_heads_table_gains_ablate_columns_with_the_cli_numbers(capsys):
+    """The main table's ablate columns, once asked, hold for each head what `ablate --heads L.H --json` prints."""
+    at = open_page("heads", "random:llama-tiny", text=TEXT)
+    assert not at.exception and not at.error
+    at.button(key="heads_ablate_column_button").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    col = {k: translate("en", f"heads.col.ablate_{k}") for k in ("kl", "last", "logit")}
+    df = next(d.value for d in at.dataframe if translate("en", "heads.col.label") in d.value.columns)  # the main table
+    assert len(df) == 2 * 4 and set(col.values()) <= set(df.columns)  # heads only: KV groups stay in their table
+    for layer, head in ((1, 2), (0, 3)):
+        argv = ["ablate", "--model", "random:llama-tiny", "--text", TEXT, "--heads", f"{layer}.{head}", "--json"]
+        assert main(argv) == 0
+        doc = json.loads(capsys.readouterr().out)
+        row = df[df[translate("en", "heads.col.head_name")] == f"L{layer}H{head}"].iloc[0]
+        assert row[col["last"]] == pytest.approx(doc["kl"], rel=1e-5, abs=1e-9)
+        assert row[col["logit"]] == pytest.approx(doc["logit_diff"], rel=1e-5, abs=1e-7)
+        assert row[col["kl"]] == pytest.approx(np.mean(doc["per_position_kl"]), rel=1e-5, abs=1e-9)

@@ -30,6 +30,25 @@ def _watch(page) -> tuple[list[str], list[str]]:
     return errors, remote
 
 
+# The page coordinates of the centre of the head map's cell (query position, key position): the point of the trace
+# "cells" carrying those positions, through plotly's axes (l2p) and the plot's offset on the page; null when absent.
+CELL_CENTRE = """([q, k]) => {
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    const i = (gd._fullData || []).findIndex(t => t.name === 'cells');
+    if (i < 0) continue;
+    const t = gd._fullData[i], n = Array.from(t.customdata).findIndex(c => c[3] === q && c[4] === k);
+    if (n < 0) return null;
+    gd.scrollIntoView({block: 'center'});
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+    return [box.left + xa._offset + xa.l2p(t.x[n]), box.top + ya._offset + ya.l2p(t.y[n])];
+  }
+  return null;
+}"""
+
+
+IDLE = "() => !document.querySelector('[data-testid=stStatusWidget]')"  # no run in progress (Streamlit's "Running…")
+
+
 def _overview_image(page):
     img = page.locator(".js-plotly-plot image").first
     img.wait_for(timeout=LOAD_MS)
@@ -76,6 +95,24 @@ def test_typed_sentence_overview_then_a_clicked_head(app_url, chromium):
     t = fox.first.bounding_box()
     page.mouse.click(t["x"] + t["width"] + 6, t["y"] + t["height"] / 2)
     page.wait_for_function("() => document.body.innerText.includes('fox · 4')", timeout=LOAD_MS)
+    # A click on the map's cell (query "fox", key "quick") opens "why here" for it: the panel's query selector
+    # (the keyboard path) follows the click. The cell's centre comes from plotly's own axes.
+    picked = (
+        "() => { const v = l => (document.querySelector(`input[aria-label='${l}']`) || {}).value;"
+        " return v('Query (row)') === '4: fox' && v('Key (column)') === '2: quick' }"
+    )
+    for attempt in range(3):  # a click that lands while the focus's rerun redraws the map is lost: click again
+        page.wait_for_function(IDLE, timeout=LOAD_MS)
+        page.wait_for_timeout(500)
+        xy = page.evaluate(CELL_CENTRE, [4, 2])
+        assert xy is not None, "no clickable cell (query 4, key 2) on the head's map"
+        page.mouse.click(xy[0], xy[1])
+        try:
+            page.wait_for_function(picked, timeout=LOAD_MS // 3)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
     page.wait_for_timeout(500)
     full_screenshot(page, ARTIFACTS / "explore.png")
     assert not [e for e in errors if "favicon" not in e], errors
