@@ -238,11 +238,11 @@ def row_distances(a: Any, b: Any, real: torch.Tensor) -> tuple[np.ndarray, np.nd
     """
     L, H, T, _ = (int(s) for s in a.shape[-4:])
     n = int(real.sum())
+    flat_a: torch.Tensor | None = None
+    flat_b: torch.Tensor | None = None
     if isinstance(a, torch.Tensor | np.ndarray) and isinstance(b, torch.Tensor | np.ndarray):
         flat_a = torch.as_tensor(a).reshape(L * H, T, T)  # views of the runs' maps
         flat_b = torch.as_tensor(b).reshape(L * H, T, T)
-    else:
-        flat_a = flat_b = None
     row_js = torch.zeros(L * H, T, dtype=torch.float64)
     max_delta = torch.zeros(L * H, dtype=torch.float32)
     step = max(1, PASS_BYTES // (4 * 8 * T * T)) if flat_a is not None else H
