@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -57,7 +58,7 @@ class Batcher:
         self._queue: list[_Request] = []
         self._thread: threading.Thread | None = None
         self._name = name
-        self.batches: list[int] = []  # requests per gathering, for the bench and the tests
+        self.batches: deque[int] = deque(maxlen=1000)  # requests per recent gathering, for the tests
 
     def encode(self, enc: Encoder, text: str, text_b: str | None = None, mask: str | None = None) -> EncoderOutput:
         """Return `enc.encode(text, text_b, mask=mask, hidden=False)`, run with whatever else arrives meanwhile."""
@@ -96,6 +97,7 @@ class Batcher:
                 groups.setdefault((id(r.enc), r.mask, r.text_b is not None), []).append(r)
             for reqs in groups.values():
                 self._serve(reqs)
+            del taken, groups, reqs, r  # an evicted model and the served results are not kept alive here
 
     def _serve(self, reqs: list[_Request]) -> None:
         t0 = time.perf_counter()
