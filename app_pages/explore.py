@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import numpy as np
@@ -81,6 +82,35 @@ def _mosaic(
     )
 
 
+@debug.counted("overview_figure", results.cached)
+def _overview_figure(
+    _mosaic: Mosaic,
+    _attn: np.ndarray,
+    _caps: Any,
+    key: state.Selection,
+    part: str,
+    scale: str,
+    exclude_first: bool,
+    group: int,
+    selected: tuple[int, int],
+    title: str,
+    hover: str,
+    group_prefix: str,
+) -> tuple[go.Figure, float]:
+    """Return the overview figure and the mean share of the first token, built once per (model, text, mask, lens,
+    part, scale, selection, language): a rerun that changes none of them (a widget elsewhere moved, the page
+    redrawn) reuses it. Shared, never mutated (st.plotly_chart serialises a validated copy)."""
+    attn = _attn
+    first = attn[:, :, 1:, 0].mean(axis=-1) if attn.shape[-1] > 1 else np.zeros(attn.shape[:2])  # (L, H) sink share
+    extra = [
+        [_caps.kv_head(h) if group > 1 else h, f"{100 * first[la, h]:.0f}"]
+        for la in range(attn.shape[0])
+        for h in range(attn.shape[1])
+    ]
+    fig = overview_figure(_mosaic, selected=selected, title=title, hover=hover, group_prefix=group_prefix, extra=extra)
+    return fig, float(first.mean())
+
+
 @debug.counted("rollout", results.cached)
 def _rollout(_attn: np.ndarray, key: state.Selection) -> np.ndarray:
     return attention_rollout(_attn).numpy()
@@ -144,29 +174,18 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
     scale = scale if scale in OVERVIEW_SCALES else "sqrt"
     exclude = bool(st.session_state.get("overview_exclude_first")) and attn.shape[-1] > 1
     group = caps.group_size if caps.grouped and caps.heads == attn.shape[1] else 1
-    first = attn[:, :, 1:, 0].mean(axis=-1) if attn.shape[-1] > 1 else np.zeros(attn.shape[:2])  # (L, H) sink share
-    extra = [
-        [caps.kv_head(h) if group > 1 else h, f"{100 * first[la, h]:.0f}"]
-        for la in range(attn.shape[0])
-        for h in range(attn.shape[1])
-    ]
     hover_key = "explore.overview_hover_grouped" if group > 1 else "explore.overview_hover"
     hover = t(
         hover_key, layer="%{customdata[0]}", head="%{customdata[1]}", kv="%{customdata[2]}", first="%{customdata[3]}"
     )
     with st.spinner(t("explore.drawing")):
         started = time.perf_counter()
-        mosaic = _mosaic(
-            attn, keep, part, lenses.result_key(out), st.session_state.get("part", "all"), scale, exclude, group
-        )
-        fig = overview_figure(
-            mosaic,
-            selected=(layer, head),
-            title=t("explore.overview_title"),
-            hover=hover + "<extra></extra>",
-            group_prefix=t("explore.kv_prefix"),
-            extra=extra,
-        )
+        key, part_name = lenses.result_key(out), st.session_state.get("part", "all")
+        mosaic = _mosaic(attn, keep, part, key, part_name, scale, exclude, group)
+        fig, first_mean = _overview_figure(
+            mosaic, attn, caps, key, part_name, scale, exclude, group, (layer, head),
+            t("explore.overview_title"), hover + "<extra></extra>", t("explore.kv_prefix"),
+        )  # fmt: skip
         _chart(fig, "overview_chart", "attention-overview", on_select=_open_from_overview, selection_mode="points")
         ms = (time.perf_counter() - started) * 1000
     note = t("explore.overview_note", kb=len(mosaic.data_uri) / 1024, bpv=mosaic.bytes_per_value, ms=ms)
@@ -174,7 +193,7 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
         note += " " + t("explore.overview_pooled", f=mosaic.factor)
     note += " " + t(f"explore.overview_scale_{scale}")
     if exclude:
-        note += " " + t("explore.overview_first_out", share=f"{100 * float(first.mean()):.0f}")
+        note += " " + t("explore.overview_first_out", share=f"{100 * first_mean:.0f}")
     if group > 1:
         note += " " + t("explore.overview_groups", group=group, kv_heads=caps.kv_heads)
     st.caption(note)

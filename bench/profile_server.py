@@ -103,9 +103,9 @@ def main() -> None:
     from bench.serve import cpu_seconds, texts_of, type_text, wait_idle
     from lens_testing.browser import app_process, browser
     from models import bundled_model_dir
-    from models.weights import _load_tokenizer
+    from models.loading import load_tokenizer
 
-    texts = texts_of(_load_tokenizer(bundled_model_dir()), args.tokens, args.texts + 1, seed=11 * args.tokens)
+    texts = texts_of(load_tokenizer(bundled_model_dir()), args.tokens, args.texts + 1, seed=11 * args.tokens)
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(args.raw) if args.raw else Path(tmp) / "server.txt"
         with app_process(timeout=120) as (url, proc), browser() as b:

@@ -197,7 +197,7 @@ def main() -> None:
     from bench.results import Record, load_average
     from lens_testing.browser import ARTIFACTS, app_process, browser
     from models import bundled_model_dir
-    from models.weights import _load_tokenizer
+    from models.loading import load_tokenizer
 
     lengths = [int(x) for x in args.lengths.split(",")]
     sessions = max(0, min(args.sessions, 32))
@@ -207,7 +207,7 @@ def main() -> None:
         specs = {
             m: str(bert_base_folder(Path(tmp) / "bert-base")) if m == "bert-base" else m for m in args.models.split(",")
         }
-        tokenizer = _load_tokenizer(bundled_model_dir())
+        tokenizer = load_tokenizer(bundled_model_dir())
         plan = {(m, n): texts_of(tokenizer, n, args.texts, seed=n) for m in specs for n in lengths}
         crowd = texts_of(tokenizer, 128, sessions, seed=1000)
         typed: dict[tuple[str, int], Typed] = {}

@@ -8,12 +8,13 @@ the cache. Keys are short tuples of strings; no array is ever hashed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 import streamlit as st
 
 from models import Capabilities, Encoder, EncoderOutput, load_encoder, spec_capabilities
 
-from . import debug, results, runtime, slots
+from . import batching, debug, results, runtime, slots
 from .state import Selection
 
 
@@ -42,10 +43,23 @@ def model(sel: Selection) -> Encoder:
     return encoder(sel.model, sel.device, sel.dtype)
 
 
+def batched(sel: Selection, internals: bool = False) -> bool:
+    """Return whether this encode goes through the model's batching worker (ui.batching): the maps-only encode of
+    a text that fits the dense budget, under the model's own mask, asked by a thread holding no heavy slot."""
+    return (
+        not internals and batching.ENABLED and sel.mask in batching.MASKS and not slots.holding() and not long_text(sel)
+    )
+
+
+def _guard(args: dict) -> AbstractContextManager:
+    """A batched encode waits for its worker without a heavy slot (see ui.batching); the rest holds one."""
+    return nullcontext() if batched(args["sel"], args["internals"]) else slots.heavy()
+
+
 # Shared, not pickled: cache_data would pickle the result on store and unpickle a private copy on every call —
 # ~1 s of every rerun (a slider moved) at 512 tokens on BERT-base. Shared results are never mutated: pages and
 # analyses read them (the same contract as the model). ui.results bounds them, with every other result, by bytes.
-@debug.counted("encode", results.cached)
+@debug.counted("encode", lambda fn: results.cached(fn, guard=_guard))
 def encode(sel: Selection, internals: bool = False, _progress: Callable[[float], None] | None = None) -> EncoderOutput:
     """Return the encoder's output for the selection's text (internals adds Q, K, V, scores and context).
 
@@ -54,4 +68,6 @@ def encode(sel: Selection, internals: bool = False, _progress: Callable[[float],
     text_b = sel.text_b or None if enc.capabilities.pairs else None  # one-text models: the sidebar hides text_b
     # hidden=False: no page reads the last hidden state, so the last layer stops at its attention (~10/12 of
     # that layer's matrix work saved: 14 % of the bundled model's, 7 % of BERT-base's), same maps.
+    if batched(sel, internals):  # served with the other sessions asking this model now (ui.batching)
+        return batching.batcher((sel.model, sel.device, sel.dtype)).encode(enc, sel.text, text_b, sel.mask)
     return enc.encode(sel.text, text_b, mask=sel.mask, internals=internals, hidden=False, progress=_progress)

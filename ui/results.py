@@ -4,7 +4,8 @@
 starts with `_` are left out, as with st.cache_data; the rest are short hashable tuples such as a Selection), a hit
 returns the stored object itself (results are never mutated; no pickled copy per hit), and the least recently used
 results go first when all of them together hold more bytes than the budget. A miss computes inside one of the
-server's heavy slots (ui.slots); two sessions asking for the same result at once compute it once.
+server's heavy slots (ui.slots), unless the function's guard says otherwise (ui.cache.encode's batched path waits
+for its model's worker instead: ui.batching); two sessions asking for the same result at once compute it once.
 """
 
 from __future__ import annotations
@@ -145,8 +146,12 @@ def _keyable(v: Any) -> Any:
     return v
 
 
-def cached(fn: Callable[..., T]) -> Callable[..., T]:
-    """Cache fn's results in the shared byte-bounded cache (arguments named `_x` are not part of the key)."""
+def cached(
+    fn: Callable[..., T], guard: Callable[[dict[str, Any]], AbstractContextManager[Any]] | None = None
+) -> Callable[..., T]:
+    """Cache fn's results in the shared byte-bounded cache (arguments named `_x` are not part of the key).
+
+    guard: given the call's arguments, what to hold around a miss (default: one of the server's heavy slots)."""
     name = f"{fn.__module__}.{fn.__qualname__}"
     sig = inspect.signature(fn)
 
@@ -155,8 +160,8 @@ def cached(fn: Callable[..., T]) -> Callable[..., T]:
         bound = sig.bind(*args, **kwargs)
         bound.apply_defaults()
         key = (name, *((k, _keyable(v)) for k, v in bound.arguments.items() if not k.startswith("_")))
-
-        return CACHE.get(key, lambda: fn(*args, **kwargs), guard=slots.heavy)
+        hold = slots.heavy if guard is None else functools.partial(guard, bound.arguments)
+        return CACHE.get(key, lambda: fn(*args, **kwargs), guard=hold)
 
     wrapper.clear = lambda: CACHE.clear(name)  # type: ignore[attr-defined]  # as st.cache_data's .clear()
     return wrapper

@@ -55,6 +55,11 @@ def held_by_worker(cancel: threading.Event) -> Iterator[bool]:
             sem.release()
 
 
+def holding() -> bool:
+    """Return whether this thread holds a heavy slot now (inside `heavy()`)."""
+    return bool(getattr(_held, "depth", 0))
+
+
 @contextlib.contextmanager
 def heavy() -> Iterator[None]:
     """Hold one of the server's heavy slots while the block runs; show "waiting for a free slot" until one frees."""

@@ -223,24 +223,40 @@ def compare(a: EncoderOutput, b: EncoderOutput, maps_a: Any = None, maps_b: Any 
     return cmp
 
 
+# Working set of one pass of row_distances: float64 P, Q, M and one scratch array of this many bytes together.
+PASS_BYTES = 96 << 20
+
+
 def row_distances(a: Any, b: Any, real: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Return (JS of each row (layers, heads, q_pos) float64, max |B − A| per head (layers, heads)), layer by layer.
+    """Return (JS of each row (layers, heads, q_pos) float64, max |B − A| per head (layers, heads)).
 
     a, b: (layers, heads, q_pos, k_pos) maps of two runs whose positions line up; real: (seq,) bool (padded rows
-    count 0; n for the smoothing is the number of real tokens).
+    count 0; n for the smoothing is the number of real tokens). Dense maps (the runs' own tensors, read in place,
+    never copied) are taken as one (layers · heads) stack: every head's distance in one vectorised pass, cut into
+    slices of heads only to keep the float64 working set within PASS_BYTES. Maps made on demand (a long text) are
+    read a layer at a time.
     """
     L, H, T, _ = (int(s) for s in a.shape[-4:])
     n = int(real.sum())
-    row_js = np.zeros((L, H, T), dtype=np.float64)
-    max_delta = np.zeros((L, H), dtype=np.float32)
-    for layer in range(L):
-        la = torch.as_tensor(np.asarray(a[layer]), dtype=torch.float32)  # (heads, q_pos, k_pos)
-        lb = torch.as_tensor(np.asarray(b[layer]), dtype=torch.float32)
-        rows = paired_js(la, lb, n)  # (heads, q_pos)
-        rows[:, ~real] = 0.0
-        row_js[layer] = rows.numpy()
-        max_delta[layer] = (lb - la).abs().amax(dim=(-2, -1)).numpy()
-    return row_js, max_delta
+    flat_a: torch.Tensor | None = None
+    flat_b: torch.Tensor | None = None
+    if isinstance(a, torch.Tensor | np.ndarray) and isinstance(b, torch.Tensor | np.ndarray):
+        flat_a = torch.as_tensor(a).reshape(L * H, T, T)  # views of the runs' maps
+        flat_b = torch.as_tensor(b).reshape(L * H, T, T)
+    row_js = torch.zeros(L * H, T, dtype=torch.float64)
+    max_delta = torch.zeros(L * H, dtype=torch.float32)
+    step = max(1, PASS_BYTES // (4 * 8 * T * T)) if flat_a is not None else H
+    for start in range(0, L * H, step):
+        stop = min(L * H, start + step)
+        if flat_a is not None and flat_b is not None:
+            la, lb = flat_a[start:stop], flat_b[start:stop]
+        else:  # on demand: one layer's heads
+            la = torch.as_tensor(np.asarray(a[start // H]), dtype=torch.float32)
+            lb = torch.as_tensor(np.asarray(b[start // H]), dtype=torch.float32)
+        row_js[start:stop] = paired_js(la, lb, n)
+        max_delta[start:stop] = (lb.float() - la.float()).abs().amax(dim=(-2, -1))
+    row_js[:, ~real] = 0.0
+    return row_js.reshape(L, H, T).numpy(), max_delta.reshape(L, H).numpy()
 
 
 def delta_layer(a: Any, b: Any, layer: int) -> np.ndarray:

@@ -357,10 +357,15 @@ def paired_js(a: torch.Tensor, b: torch.Tensor, n: int) -> torch.Tensor:
     a, b: (..., q_pos, k_pos) maps of two runs with the same tokens (models.analysis.compare); n: tokens in the
     sentence, for Clark et al.'s smoothing (SMOOTH), as `js_parts`. Each row's value is in [0, ln 2].
     """
-    P = a.double() * (1.0 - SMOOTH) + SMOOTH / n
-    Q = b.double() * (1.0 - SMOOTH) + SMOOTH / n
-    M = 0.5 * (P + Q)
-    return (0.5 * (torch.special.xlogy(P, P / M) + torch.special.xlogy(Q, Q / M))).sum(-1).clamp_min(0.0)
+    # In place on four float64 arrays (P, Q, M, one scratch) instead of nine temporaries. Smoothing makes every
+    # P, Q > 0, so P·log(P/M) is xlogy's value.
+    P = a.to(torch.float64, copy=True).mul_(1.0 - SMOOTH).add_(SMOOTH / n)
+    Q = b.to(torch.float64, copy=True).mul_(1.0 - SMOOTH).add_(SMOOTH / n)
+    M = torch.add(P, Q).mul_(0.5)
+    scratch = torch.div(P, M).log_().mul_(P)
+    js = scratch.sum(-1)
+    js += torch.div(Q, M, out=scratch).log_().mul_(Q).sum(-1)
+    return js.mul_(0.5).clamp_min_(0.0)
 
 
 def js_matrix(attn: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:

@@ -114,3 +114,49 @@ def test_budget_refuses_before_any_delta(llama, monkeypatch):
         compare(a, a)
     with pytest.raises(BudgetError):
         delta_maps(a.attentions, a.attentions)
+
+
+def _layer_by_layer(a: torch.Tensor, b: torch.Tensor, real: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """The computation compare did before issue 35, kept literally as the reference: a layer at a time, each
+    statistic with its own temporaries."""
+    L, H, T, _ = a.shape
+    n = int(real.sum())
+    row_js, max_delta = np.zeros((L, H, T)), np.zeros((L, H), dtype=np.float32)
+    for layer in range(L):
+        P = a[layer].double() * (1.0 - SMOOTH) + SMOOTH / n
+        Q = b[layer].double() * (1.0 - SMOOTH) + SMOOTH / n
+        M = 0.5 * (P + Q)
+        rows = (0.5 * (torch.special.xlogy(P, P / M) + torch.special.xlogy(Q, Q / M))).sum(-1).clamp_min(0.0)
+        rows[:, ~real] = 0.0
+        row_js[layer] = rows.numpy()
+        max_delta[layer] = (b[layer] - a[layer]).abs().amax(dim=(-2, -1)).numpy()
+    return row_js, max_delta
+
+
+class _ByLayer:
+    """Maps read only a layer at a time, as a long text's OnDemandMaps are."""
+
+    def __init__(self, maps: torch.Tensor):
+        self.maps, self.shape = maps, maps.shape
+
+    def __getitem__(self, layer: int) -> torch.Tensor:
+        return self.maps[layer]
+
+
+def test_every_heads_distance_in_one_pass_equals_the_layer_by_layer_result(llama, llama_b, monkeypatch):
+    """Issue 35: row_distances takes both runs' maps in place, every head in one vectorised pass (in slices that
+    bound its memory); the numbers are those of the layer-by-layer computation, for dense and on-demand maps."""
+    from models.analysis import compare as cmp_mod
+
+    a, b = llama.encode(PAIR[0]).attentions, llama_b.encode(PAIR[0]).attentions
+    real = torch.ones(a.shape[-1], dtype=torch.bool)
+    real[-1] = False  # a padded row counts 0
+    ref_js, ref_delta = _layer_by_layer(a, b, real)
+    before = a.clone()
+    for pass_bytes in (cmp_mod.PASS_BYTES, 4 * 8 * a.shape[-1] ** 2 * 3):  # one pass; slices of 3 heads
+        monkeypatch.setattr(cmp_mod, "PASS_BYTES", pass_bytes)
+        for x, y in ((a, b), (_ByLayer(a), _ByLayer(b))):
+            row_js, max_delta = cmp_mod.row_distances(x, y, real)
+            np.testing.assert_allclose(row_js, ref_js, rtol=1e-12, atol=1e-15)
+            np.testing.assert_array_equal(max_delta, ref_delta)
+    assert torch.equal(a, before)  # the run's maps are read, never written

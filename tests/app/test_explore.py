@@ -244,3 +244,26 @@ def test_one_layer_has_token_labels_and_a_colour_bar_with_its_unit(lang, bar):
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     bars = [tr for tr in spec["data"] if tr["type"] == "heatmap" and tr.get("showscale", True)]
     assert bars[0]["colorbar"]["title"]["text"] == translate(lang, "explore.colorbar_map")
+
+
+def test_a_rerun_reuses_the_overview_figure_and_any_change_builds_it_again(monkeypatch):
+    """Issue 35: nothing is built twice for one (model, text, mask, view): a rerun that changes none of them reuses
+    the overview figure from the byte-bounded cache; a new text, mask or colour scale builds it again."""
+    import viz.overview as ov
+    from ui import results
+
+    results.CACHE.clear()
+    built = []
+    real = ov.overview_figure
+    monkeypatch.setattr(ov, "overview_figure", lambda *a, **k: built.append(1) or real(*a, **k))
+    at = app(text="A text only this test uses.")
+    assert not at.exception and len(built) == 1
+    at.run()  # nothing changed
+    assert len(built) == 1
+    at.sidebar.text_area(key="text").set_value("Another text only this test uses.").run()
+    assert len(built) == 2
+    at.sidebar.selectbox(key="mask_kind").set_value("causal").run()
+    assert len(built) == 3 and not at.exception
+    at.run()
+    assert len(built) == 3
+    results.CACHE.clear()

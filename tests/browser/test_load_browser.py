@@ -1,5 +1,7 @@
 """A class at once, bounded: 16 sessions on one 127.0.0.1 server paste different ~400-word texts together; every one
-ends with its overview (no exception, no error), queued by the server's heavy slots rather than swapping.
+ends with its overview (no exception, no error), served together by the model's batching worker (ui.batching)
+rather than swapping, and shows its own text's token count (a session handed another's rows would show another's:
+the texts' lengths differ).
 Memory figures for the same run: `python bench/hostile.py --only load`."""
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ import random
 import pytest
 
 from lens_testing.browser import have_browser
+from models import bundled_model_dir
+from models.loading import load_tokenizer
 
 pytestmark = [
     pytest.mark.browser,
@@ -32,11 +36,19 @@ def test_sixteen_sessions_paste_long_texts_at_once(app_url, chromium):
             page.locator(".js-plotly-plot image").first.wait_for(timeout=300_000)
             pages.append(page)
         befores = [p.locator(".js-plotly-plot image").first.get_attribute("href") for p in pages]
-        for page in pages:
-            page.get_by_label("Text", exact=True).fill(" ".join(rng.choice(WORDS) for _ in range(400)) + ".")
+        tok = load_tokenizer(bundled_model_dir())
+        texts, counts = [], []
+        for _ in range(SESSIONS):  # each text a token count of its own
+            words = [rng.choice(WORDS) for _ in range(400)]
+            while len(tok(" ".join(words) + ".")["input_ids"]) in counts:
+                words.pop()
+            texts.append(" ".join(words) + ".")
+            counts.append(len(tok(texts[-1])["input_ids"]))
+        for page, text in zip(pages, texts, strict=True):
+            page.get_by_label("Text", exact=True).fill(text)
         for page in pages:
             page.get_by_label("Text", exact=True).press("Control+Enter")
-        for page, before in zip(pages, befores, strict=True):
+        for page, before, count in zip(pages, befores, counts, strict=True):
             page.wait_for_function(
                 "(old) => { const i = document.querySelector('.js-plotly-plot image');"
                 " return (i && i.getAttribute('href') !== old)"
@@ -46,5 +58,6 @@ def test_sixteen_sessions_paste_long_texts_at_once(app_url, chromium):
             )
             assert page.locator("[data-testid=stException]").count() == 0
             assert page.locator("[data-testid=stAlertContentError]").count() == 0
+            page.get_by_text(f"· {count} tokens ·").first.wait_for(timeout=60_000)  # its own text's, not another's
     finally:
         context.close()
