@@ -6,15 +6,25 @@ an error (an exception, an error box, a script or console error). Writes docs/im
 README and the documentation embed. The browser test tests/browser/test_screenshots.py runs the same shots in CI
 (into artifacts/, so a clean clone stays clean).
 
-A new page or model is one more Shot below; the docs embed docs/img/NAME-en.png and NAME-zh.png. Pictures that
-need a long setup of their own come from their own script (tools/compare_screenshots.py); `made()` lists every
-PNG the scripts write, and tests/docs/test_screenshots_listed.py holds the docs to it.
+One command takes every page in the app's navigation (and the sections docs show on their own: the Why here?
+panel, the Heads page's ablation table, presentation mode):
+
+    nice python tools/screenshots.py            # every shot, both languages, into docs/img (about 10 minutes)
+    python tools/screenshots.py --only heads    # some of them
+
+Each written picture is recorded in docs/img/shots.json (picture -> the page's url_path, the day, the commit);
+tests/docs/test_screenshots_listed.py fails when a page in app.py's navigation has no recorded picture in
+docs/img that the docs show. A new page is one more Shot below; the docs embed docs/img/NAME-en.png and
+NAME-zh.png. Pictures that need a long setup of their own come from their own scripts
+(tools/compare_screenshots.py, tools/lab_screenshots.py); `made()` lists every PNG the scripts write.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -23,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.support import app_server, browser, watch_errors  # noqa: E402
-from tools.shots import LOAD_MS, RUNNING, shrink, wait_idle  # noqa: E402, F401 (the shots' shared pieces)
+from tools.shots import LOAD_MS, RUNNING, record, shrink, wait_idle  # noqa: E402, F401 (the shots' shared pieces)
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
@@ -46,18 +56,41 @@ class Shot:
     ready: str = ".js-plotly-plot"  # a selector that shows the page's content is drawn
     clicks: tuple[str, ...] = ()  # locale keys of buttons to press, in order, before the screenshot
     expect_error: str | None = None  # the locale key of an error box the page shows by design (a FAIL verdict)
+    scroll_to: str | None = None  # the locale key of a heading to bring to the top (a section further down)
+    viewport: tuple[int, int] | None = None  # (width, height) when not VIEWPORT (a projector)
+    ci: bool = True  # False: too slow for the browser test's every-page run (the pages' tests cover them)
+
+    @property
+    def page(self) -> str:
+        """Return the url_path of the navigation page this shot shows."""
+        return self.path or "explore"
 
 
+HEAD = {"view": "head", "layer": "2", "head": "3"}
 SHOTS = [
     Shot("explore", "", ready=".js-plotly-plot image"),
-    Shot("explore-head", "", params={"view": "head", "layer": "2", "head": "3"}),
+    Shot("explore-head", "", params=HEAD),
+    Shot("why-here", "", params=HEAD, scroll_to="why.title"),
+    Shot("compare", "compare"),
     Shot("heads", "heads"),
+    Shot(
+        "heads-ablation",
+        "heads",
+        model="decoder",
+        ready="[data-testid=stDataFrame]",
+        clicks=("ablate.compute",),
+        scroll_to="ablate.title",
+        ci=False,
+    ),
     Shot("corpus", "corpus", ready="[data-testid=stTextArea]", clicks=("corpus.example",)),
     Shot("masks", "masks"),
     Shot("inside-head", "inside_head"),
+    Shot("present", "inside_head", params={"present": "1", "step": "4"}, viewport=(1280, 720), ci=False),
     Shot("memory", "memory"),
     Shot("generation", "generation", model="decoder"),
     Shot("troubleshooting", "troubleshooting"),
+    Shot("train-page", "train", ready=".st-key-train_start button"),
+    Shot("long-lab", "long_lab", model="decoder", ready="[data-testid=stForm]"),
 ]
 
 
@@ -86,6 +119,11 @@ def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
         wait_idle(page)
     page.locator(f"{shot.ready}, {ERRORS}").first.wait_for(timeout=LOAD_MS)
     wait_idle(page)
+    if shot.scroll_to:  # the section's heading at the top of the window
+        page.get_by_text(translate(lang, shot.scroll_to), exact=True).first.evaluate(
+            "e => e.scrollIntoView({block: 'start'})"
+        )
+        wait_idle(page)
     page.wait_for_timeout(800)  # plotly's last frame
     # Visible error boxes only: a lecture page may keep a demonstration's FAIL verdict (an error box by design)
     # inside a closed expander, and one a Shot expects is named in `expect_error`.
@@ -103,18 +141,27 @@ def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
     return path
 
 
-def run(out: Path, shots: list[Shot] | None = None, langs: tuple[str, ...] = LANGS) -> list[Path]:
-    """Take every shot in every language with one app server and one browser; return the files written."""
-    written = []
-    with app_server(timeout=180) as base, browser() as b:
+def run(
+    out: Path, shots: list[Shot] | None = None, langs: tuple[str, ...] = LANGS, base: str | None = None
+) -> list[Path]:
+    """Take every shot in every language with one app server (`base`, else one started here) and one browser;
+    return the files written (and record them in docs/img/shots.json when `out` is docs/img)."""
+    written = {}
+    server = contextlib.nullcontext(base) if base else app_server(timeout=180)
+    with server as base, browser() as b:
         for shot in shots or SHOTS:
             for lang in langs:
-                page = b.new_page(viewport=VIEWPORT)
+                size = dict(zip(("width", "height"), shot.viewport, strict=True)) if shot.viewport else VIEWPORT
+                page = b.new_page(viewport=size)
+                t0 = time.monotonic()
                 try:
-                    written.append(take(page, base, shot, lang, out))
+                    path = take(page, base, shot, lang, out)
                 finally:
                     page.close()
-    return written
+                written[path] = shot.page
+                print(f"{path.name}: {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+    record(written)
+    return list(written)
 
 
 def main() -> int:
