@@ -58,7 +58,7 @@ class Shot:
     expect_error: str | None = None  # the locale key of an error box the page shows by design (a FAIL verdict)
     scroll_to: str | None = None  # the locale key of a heading to bring to the top (a section further down)
     viewport: tuple[int, int] | None = None  # (width, height) when not VIEWPORT (a projector)
-    ci: bool = True  # False: too slow for the browser test's every-page run (the pages' tests cover them)
+    ci: bool = True  # False: left out of the browser test's every-page run (slow, or another browser test opens it)
 
     @property
     def page(self) -> str:
@@ -70,8 +70,8 @@ HEAD = {"view": "head", "layer": "2", "head": "3"}
 SHOTS = [
     Shot("explore", "", ready=".js-plotly-plot image"),
     Shot("explore-head", "", params=HEAD),
-    Shot("why-here", "", params=HEAD, scroll_to="why.title"),
-    Shot("compare", "compare"),
+    Shot("why-here", "", params=HEAD, scroll_to="why.title", ci=False),  # explore-head's page, scrolled
+    Shot("compare", "compare", ci=False),  # tests/browser/test_compare_browser.py opens it
     Shot("heads", "heads"),
     Shot(
         "heads-ablation",
@@ -89,7 +89,7 @@ SHOTS = [
     Shot("memory", "memory"),
     Shot("generation", "generation", model="decoder"),
     Shot("troubleshooting", "troubleshooting"),
-    Shot("train-page", "train", ready=".st-key-train_start button"),
+    Shot("train-page", "train", ready=".st-key-train_start button", ci=False),  # test_train_browser.py runs it
     Shot("long-lab", "long_lab", model="decoder", ready="[data-testid=stForm]"),
 ]
 
@@ -115,7 +115,7 @@ def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
     page.locator("[data-testid=stMain]").wait_for(timeout=LOAD_MS)
     wait_idle(page)
     for key in shot.clicks:
-        page.get_by_role("button", name=translate(lang, key)).first.click()
+        page.get_by_role("button", name=translate(lang, key)).first.click(timeout=LOAD_MS)
         wait_idle(page)
     page.locator(f"{shot.ready}, {ERRORS}").first.wait_for(timeout=LOAD_MS)
     wait_idle(page)
@@ -159,8 +159,8 @@ def run(
                 finally:
                     page.close()
                 written[path] = shot.page
+                record({path: shot.page})  # as it goes: a run cut short keeps what it took
                 print(f"{path.name}: {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
-    record(written)
     return list(written)
 
 
@@ -169,7 +169,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=OUT, help="folder for the PNGs (default: docs/img)")
     ap.add_argument("--only", nargs="*", help="shot names (default: all)")
     args = ap.parse_args()
-    shots = [s for s in SHOTS if not args.only or s.name in args.only]
+    by_name = {s.name: s for s in SHOTS}
+    shots = [by_name[n] for n in args.only if n in by_name] if args.only else SHOTS  # in the order asked
     for path in run(args.out, shots):
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0

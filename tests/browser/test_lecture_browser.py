@@ -59,11 +59,11 @@ RUNNING = "[data-testid=stStatusWidget] [data-testid=stStatusWidgetRunningIcon],
 
 
 def _wait_until_still(page) -> None:
-    """Wait until the script has stopped and no spinner shows, twice 0.25 s apart (a rerun keeps the previous
-    slide's elements on screen until it replaces them)."""
+    """Wait until the script has stopped and no spinner shows, three polls 0.25 s apart (a rerun keeps the
+    previous slide's elements on screen until it replaces them, and its spinner may start after the title)."""
     page.wait_for_function(
         f"""() => {{ const idle = !document.querySelector({RUNNING!r});
-                   window.__still = idle ? (window.__still || 0) + 1 : 0; return window.__still >= 2; }}""",
+                   window.__still = idle ? (window.__still || 0) + 1 : 0; return window.__still >= 3; }}""",
         polling=250,
         timeout=LOAD_MS,
     )
@@ -89,6 +89,7 @@ def test_every_slide_fits_a_projector_without_scrolling(app_url, chromium, model
     too_tall = []
     for k in range(1, n + 1):
         if k > 1:
+            page.evaluate("window.__still = 0")  # count quiet polls from this step's rerun on
             page.keyboard.press("ArrowRight")
             _wait_for_text(page, f"Step {k} of {n}")
         _wait_until_still(page)
