@@ -156,7 +156,9 @@ def _tick_clashes(fig: go.Figure, ax: Axis) -> list[str]:
 
 
 def _bar_clashes(fig: go.Figure, axes: dict[str, Axis]) -> list[str]:
-    bars = [t for t in fig.data if t.type == "bar" and t.text is not None and t.texttemplate != ""]
+    """Bar values too wide for their bars. plotly shrinks a value to its bar's width rather than overlap the
+    next one, so the clash is a value shrunk below what a room reads (MIN_FONT - 2 px)."""
+    bars = [t for t in fig.data if t.type == "bar" and t.text is not None and t.textposition != "none"]
     groups = max(1, len(bars)) if fig.layout.barmode == "group" else 1
     out = []
     for trace in bars:
@@ -165,9 +167,10 @@ def _bar_clashes(fig: go.Figure, axes: dict[str, Axis]) -> list[str]:
             continue
         slot = ax.length_px / ax.cells / groups
         size = _font(trace.textfont, _base_font(fig))
-        widest = max((_em(str(t)) for t in trace.text), default=0.0) * size
-        if widest + 2 > slot:
-            out.append(f"bar texts of {trace.name or 'the bars'} ({widest:.0f} px) overlap in {slot:.0f} px bars")
+        widest = max((_em(str(t)) for t in trace.text), default=0.0)
+        shrunk = min(size, (slot - 2) / widest) if widest else size
+        if shrunk < MIN_FONT - 2:
+            out.append(f"bar texts of {trace.name or 'the bars'} shrink to {shrunk:.0f} px in {slot:.0f} px bars")
     return out
 
 
@@ -235,7 +238,7 @@ def fit(fig: go.Figure, width: float) -> go.Figure:
     for msg in _bar_clashes(fig, axes):
         for trace in fig.data:
             if trace.type == "bar" and (trace.name or "the bars") in msg:
-                trace.update(texttemplate="")
+                trace.update(textposition="none")  # hover keeps the value
     across, _ = _plot_box(fig, width)
     tiles = [ax.length_px for ax in axes.values() if ax.letter == "x" and ax.cells]
     if len(tiles) > 1:

@@ -191,9 +191,8 @@ def token_bars(
             y=shown,
             marker_color=colors,
             text=text,
-            textposition="outside",
+            textposition="outside" if n <= 24 else "none",  # an empty texttemplate would still show `text`
             cliponaxis=False,
-            texttemplate="%{text}" if n <= 24 else "",
             textfont=dict(size=max(9, font_size - 4)),
             hovertemplate="%{x}: %{text}<extra></extra>",
         )

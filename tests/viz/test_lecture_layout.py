@@ -32,7 +32,7 @@ def test_no_labels_overlap_on_a_slide_or_the_page(family, request):
     s = head_steps(enc, out, 0, 0, default_query(enc.capabilities.causal, out.seq))
     tokens = list(out.display_tokens or out.tokens)
     clashes = []
-    for slide in (True, False):
+    for slide in (True, False) if family == "minilm" else (True,):  # the page's wider figures: one family
         font = FIGURE_FONT[slide]
         for step in s.steps:
             figs, _ = head_figures.step_figures(step.key, s, font, slide)
@@ -57,9 +57,9 @@ def test_overlaps_sees_crowded_labels_and_fit_parts_them():
     assert overlaps(rows, 500) == [] and 2 <= len(rows.layout.yaxis.ticktext) < 16
 
     bars = token_bars(np.linspace(-9, 9, 16), tokens, "q·k", font_size=19, value_format=".2f")
-    assert any("bar texts" in c for c in overlaps(bars, 400))  # "-9.00" is wider than a 400/16 px bar
+    assert any("bar texts" in c for c in overlaps(bars, 400))  # "-9.00" in a 400/16 px bar: below 9 px
     assert overlaps(bars, 1400) == []  # wide enough: every value stays written
-    assert overlaps(fit(bars, 400), 400) == [] and bars.data[0].texttemplate == ""  # hover keeps the values
+    assert overlaps(fit(bars, 400), 400) == [] and bars.data[0].textposition == "none"  # hover keeps the values
 
     grid = heads_grid(np.full((12, 4, 4), 0.25), [f"head {h}" for h in range(12)], "heads", font_size=19)
     assert any("subplot title" in c for c in overlaps(grid, 500))
