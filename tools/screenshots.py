@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.support import app_server, browser, watch_errors  # noqa: E402
-from tools.shots import LOAD_MS, RUNNING, record, shrink, wait_idle  # noqa: E402, F401 (the shots' shared pieces)
+from tools.shots import LOAD_MS, RUNNING, commit, record, shrink, wait_idle  # noqa: E402, F401 (the shots' shared pieces)
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
@@ -54,6 +54,7 @@ class Shot:
     model: str = "encoder"  # a key of MODELS
     params: dict[str, str] = field(default_factory=dict)  # more of the URL (view, layer, head, …)
     ready: str = ".js-plotly-plot"  # a selector that shows the page's content is drawn
+    tab: str | None = None  # the locale key of a tab to open first (a section the page keeps in a tab)
     clicks: tuple[str, ...] = ()  # locale keys of buttons to press, in order, before the screenshot
     expect_error: str | None = None  # the locale key of an error box the page shows by design (a FAIL verdict)
     scroll_to: str | None = None  # the locale key of a heading to bring to the top (a section further down)
@@ -77,7 +78,8 @@ SHOTS = [
         "heads-ablation",
         "heads",
         model="decoder",
-        ready="[data-testid=stDataFrame]",
+        ready=".st-key-heads_ablate_table",  # the table's own key: the page has other (hidden) tables
+        tab="heads.tab.importance",
         clicks=("ablate.compute",),
         scroll_to="ablate.title",
         ci=False,
@@ -114,6 +116,9 @@ def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
     page.goto(url_of(base, shot, lang))
     page.locator("[data-testid=stMain]").wait_for(timeout=LOAD_MS)
     wait_idle(page)
+    if shot.tab:
+        page.get_by_role("tab", name=translate(lang, shot.tab)).first.click(timeout=LOAD_MS)
+        wait_idle(page)
     for key in shot.clicks:
         page.get_by_role("button", name=translate(lang, key)).first.click(timeout=LOAD_MS)
         wait_idle(page)
@@ -146,7 +151,7 @@ def run(
 ) -> list[Path]:
     """Take every shot in every language with one app server (`base`, else one started here) and one browser;
     return the files written (and record them in docs/img/shots.json when `out` is docs/img)."""
-    written = {}
+    written, code = {}, commit()  # the code the server is started from
     server = contextlib.nullcontext(base) if base else app_server(timeout=180)
     with server as base, browser() as b:
         for shot in shots or SHOTS:
@@ -159,7 +164,7 @@ def run(
                 finally:
                     page.close()
                 written[path] = shot.page
-                record({path: shot.page})  # as it goes: a run cut short keeps what it took
+                record({path: shot.page}, code)  # as it goes: a run cut short keeps what it took
                 print(f"{path.name}: {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
     return list(written)
 
