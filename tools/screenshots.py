@@ -7,7 +7,7 @@ README and the documentation embed. The browser test tests/browser/test_screensh
 (into artifacts/, so a clean clone stays clean).
 
 One command takes every page in the app's navigation (and the sections docs show on their own: the Why here?
-panel, the Heads page's ablation table, presentation mode):
+panel, presentation mode):
 
     nice python tools/screenshots.py            # every shot, both languages, into docs/img (about 10 minutes)
     python tools/screenshots.py --only heads    # some of them
@@ -74,16 +74,6 @@ SHOTS = [
     Shot("why-here", "", params=HEAD, scroll_to="why.title", ci=False),  # explore-head's page, scrolled
     Shot("compare", "compare", ci=False),  # tests/browser/test_compare_browser.py opens it
     Shot("heads", "heads"),
-    Shot(
-        "heads-ablation",
-        "heads",
-        model="decoder",
-        ready=".st-key-heads_ablate_table",  # the table's own key: the page has other (hidden) tables
-        tab="heads.tab.importance",
-        clicks=("ablate.compute",),
-        scroll_to="ablate.title",
-        ci=False,
-    ),
     Shot("corpus", "corpus", ready="[data-testid=stTextArea]", clicks=("corpus.example",)),
     Shot("masks", "masks"),
     Shot("inside-head", "inside_head"),
