@@ -9,18 +9,9 @@ from models.capabilities import Capabilities
 from models.encoder import PARITY_TOLERANCE
 from models.lecture.steps import DISTANCES, HeadSteps, OneVsMany
 from ui import controls, lecture, presentation, state, tutorial, why
+from ui.head_figures import SLIDE_COLUMNS, SLIDE_HEIGHT, one_vs_many_figures, step_figures
 from ui.sidebar import current_encoder, current_output
 from ui.state import t
-from viz.lecture import (
-    attention_map,
-    compare_bars,
-    heads_grid,
-    line_chart,
-    matrix_heatmap,
-    title_colour_bars,
-    token_bars,
-    vector_strip,
-)
 
 EXTRA_SLIDES = ("one_vs_many", "params")  # after the steps, a slide each: "One head vs many"
 
@@ -87,165 +78,6 @@ def _values(s: HeadSteps, caps: Capabilities | None = None) -> dict:
     )
 
 
-def _axis_titles() -> tuple[str, str, str]:
-    return t("inside.fig.key"), t("inside.fig.query"), t("inside.fig.weight")
-
-
-def _labels(s: HeadSteps) -> list[str]:
-    return [f"{i}: {tok}" for i, tok in enumerate(s.tokens)]
-
-
-def _figures(key: str, s: HeadSteps, font: int) -> list:
-    """Return the figure(s) of one step; vector strips are short, the rest share a slide's height."""
-    tok, i, hd = s.tokens, s.query, s.head
-    sl = (s.head_slice.start, s.head_slice.stop)
-    if key == "input":
-        return [
-            matrix_heatmap(
-                s.x, tok, t("inside.fig.x", i=i, token=tok[i]), highlight_row=i, x_title="d_model", font_size=font
-            )
-        ]
-    if key == "project":
-        return [
-            vector_strip(
-                s.q_row, t("inside.fig.q_row", token=tok[i], head=hd), highlight=sl, groups=s.n_heads, font_size=font
-            )
-        ]
-    if key == "split":
-        rows = [t("inside.fig.head_n", head=h) for h in range(s.n_heads)]
-        return [
-            matrix_heatmap(
-                s.q_row.reshape(s.n_heads, s.d_k),
-                rows,
-                t("inside.fig.split", token=tok[i]),
-                highlight_row=hd,
-                x_title="d_k",
-                font_size=font,
-            )
-        ]
-    if key == "transpose":
-        return [  # side by side: the row labels on Q, the colour bar on V
-            matrix_heatmap(
-                m,
-                tok,
-                t(f"inside.fig.{name}", head=hd),
-                highlight_row=i if name == "q" else None,
-                x_title="d_k",
-                font_size=font,
-                show_rows=name == "q",
-                show_scale=name == "v",
-            )
-            for name, m in (("q", s.q), ("k", s.k), ("v", s.v))
-        ]
-    if key == "rotate":
-        assert s.q_before is not None and s.distance_dots is not None  # a rotary layer's steps
-        return [
-            vector_strip(s.q_before, t("inside.fig.q_before", token=tok[i], head=hd), font_size=font),
-            vector_strip(s.q[i], t("inside.fig.q_after", token=tok[i], i=i), font_size=font),
-            line_chart(
-                np.arange(len(s.distance_dots)),
-                s.distance_dots,
-                t("inside.fig.distance", token=tok[i]),
-                x_title=t("inside.fig.distance_x"),
-                y_title=t("inside.fig.distance_y"),
-                font_size=font,
-            ),
-        ]
-    if key == "repeat_kv":
-        groups = np.zeros((s.n_heads, s.kv_heads), dtype=np.float32)
-        groups[np.arange(s.n_heads), np.arange(s.n_heads) // s.group_size] = 1.0
-        return [
-            matrix_heatmap(
-                groups,
-                [t("inside.fig.head_n", head=h) for h in range(s.n_heads)],
-                t("inside.fig.groups", kv_heads=s.kv_heads, group=s.group_size),
-                highlight_row=hd,
-                x_title=t("inside.fig.kv_head"),
-                font_size=font,
-            ),
-            matrix_heatmap(s.k, tok, t("inside.fig.shared_k", kv_head=s.kv_head), x_title="d_k", font_size=font),
-        ]
-    if key == "dot":
-        return [
-            token_bars(s.dots, tok, t("inside.fig.dots", token=tok[i]), highlight=i, font_size=font, value_format=".2f")
-        ]
-    if key == "scale":
-        series = {t("inside.fig.with_scale"): s.probs, t("inside.fig.without_scale"): s.probs_unscaled}
-        return [
-            compare_bars(
-                series,
-                _labels(s),
-                t("inside.fig.scale", token=tok[i]),
-                y_title=t("inside.fig.weight"),
-                font_size=font,
-                y_range=(0, 1.05),
-            )
-        ]
-    if key == "mask":
-        return [
-            token_bars(
-                s.scores,
-                tok,
-                t("inside.fig.masked", token=tok[i]),
-                hidden=~s.keep,
-                hidden_label=t("inside.fig.hidden_min"),
-                font_size=font,
-                value_format=".2f",
-            )
-        ]
-    if key == "softmax":
-        heat = attention_map(
-            s.head_map,
-            tok,
-            t("inside.fig.map", layer=s.layer, head=hd),
-            _axis_titles(),
-            t("inside.fig.map_hover"),
-            highlight_row=i,
-            keep=s.keep_map,
-            font_size=font,
-        )
-        return [
-            token_bars(
-                s.probs, tok, t("inside.fig.probs", token=tok[i]), hidden=~s.keep, hidden_label="0", font_size=font
-            ),
-            heat,
-        ]
-    if key == "weighted_sum":
-        return [
-            matrix_heatmap(s.weighted, tok, t("inside.fig.weighted", head=hd), x_title="d_k", font_size=font),
-            vector_strip(s.context, t("inside.fig.context", token=tok[i], d_k=s.d_k), font_size=font),
-        ]
-    if key == "concat":
-        return [
-            vector_strip(
-                s.merged, t("inside.fig.merged", token=tok[i], head=hd), highlight=sl, groups=s.n_heads, font_size=font
-            )
-        ]
-    if key == "w_o":
-        return [
-            vector_strip(s.output, t("inside.fig.output", token=tok[i]), font_size=font),
-            vector_strip(s.head_share, t("inside.fig.head_share", head=hd), font_size=font),
-        ]
-    raise KeyError(key)
-
-
-SLIDE_HEIGHT = 470  # px of figures on a slide by default: fits under the step bar at 1280×720
-SIDE_BY_SIDE = ("transpose", "softmax")  # steps whose figures sit in a row (on a slide; transpose on the page too)
-
-
-def _slide_heights(key: str, figs: list, height: int) -> None:
-    """Fit a step's figures into `height` px: a row gets it all; stacked, the strips keep theirs, charts share."""
-    if key in SIDE_BY_SIDE:
-        for fig in figs:
-            fig.update_layout(height=height)
-        return
-    strips = [f for f in figs if f.data[0].type == "heatmap" and len(f.data[0].y) == 1]
-    charts = [f for f in figs if f not in strips]
-    left = height - sum(f.layout.height for f in strips)
-    for fig in charts:
-        fig.update_layout(height=max(260, left // len(charts)))
-
-
 def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool, caps: Capabilities) -> None:
     """Draw one step: explanation, shape, the line of the model's code that made the tensor, the figures."""
     st_ = s.step(key)
@@ -253,19 +85,24 @@ def _step(key: str, n: int, s: HeadSteps, font: int, slide: bool, caps: Capabili
     explain_key = _explain_key(key, s, caps, values["n_hidden"])
     if not slide:
         st.subheader(f"{n}. {t(f'inside.step.{key}.title')}")
-    text_col, fig_col = st.columns([2, 3]) if slide else (st.container(), st.container())
-    with text_col:
+    if slide:  # a projector's screen: the text beside the code and the figures, nothing that makes it scroll
+        text_col, fig_col = st.columns(list(SLIDE_COLUMNS))
+        with text_col:
+            st.markdown(t(explain_key, **values))
+            st.markdown(t("inside.shape", shape=lecture.shape(st_.shape), axes=", ".join(st_.axes)))
+        with fig_col:  # where the line is, as its comment; a line that did not run says so there
+            where = st_.where if st_.ran else f"{st_.where} · {t('inside.source_idle_short')}"
+            st.code(f"# {where}\n{st_.code}", language="python", wrap_lines=True)
+    else:
         st.markdown(t(explain_key, **values))
         st.markdown(t("inside.shape", shape=lecture.shape(st_.shape), axes=", ".join(st_.axes)))
         st.caption(t("inside.source" if st_.ran else "inside.source_idle", where=st_.where))
         st.code(st_.code, language="python", wrap_lines=True)
-        if not slide:
-            with st.expander(t("inside.function", where=st_.where.split(", ")[-1])):
-                st.code(st_.function, language="python", line_numbers=True)
-    figs = [title_colour_bars(fig, t("inside.fig.value")) for fig in _figures(key, s, font)]
-    row = key == "transpose" or (slide and key in SIDE_BY_SIDE)
-    if slide:
-        _slide_heights(key, figs, int(st.session_state.get("slide_height", SLIDE_HEIGHT)))
+        with st.expander(t("inside.function", where=st_.where.split(", ")[-1])):
+            st.code(st_.function, language="python", line_numbers=True)
+        fig_col = st.container()
+    height = int(st.session_state.get("slide_height", SLIDE_HEIGHT))
+    figs, row = step_figures(key, s, font, slide, height)
     with fig_col:
         places = st.columns(len(figs)) if row else [st.container() for _ in figs]
         for j, (place, fig) in enumerate(zip(places, figs, strict=True)):
@@ -293,28 +130,8 @@ def _one_vs_many(o: OneVsMany, tokens: list[str], font: int, part: str = "both")
     if not slide:
         st.subheader(t("inside.step.one_vs_many.title"))
     if part in ("maps", "both"):
-        titles = [t("inside.fig.head_n", head=h) for h in range(o.n_heads)]
-        grid = heads_grid(
-            o.maps,
-            titles,
-            t("inside.fig.heads", heads=o.n_heads, d_k=o.d_k),
-            font_size=font,
-            tokens=tokens,
-            bar_title=t("inside.fig.weight"),
-        )
-        single = attention_map(
-            o.single_map,
-            tokens,
-            t("inside.fig.single", d_model=o.d_model),
-            _axis_titles(),
-            t("inside.fig.map_hover"),
-            font_size=font,
-            width_hint=360,
-        )
-        if slide:
-            height = int(st.session_state.get("slide_height", SLIDE_HEIGHT))
-            grid.update_layout(height=height)
-            single.update_layout(height=height)
+        height = int(st.session_state.get("slide_height", SLIDE_HEIGHT)) if slide else None
+        grid, single, _ = one_vs_many_figures(o, tokens, font, height)
         st.markdown(t("inside.step.one_vs_many.explain", **values))
         left, right = st.columns([3, 2])
         left.plotly_chart(grid, width="stretch", key="fig_heads_grid")
@@ -357,7 +174,7 @@ def _controls(where, c, out, slide: bool = False, causal: bool = False) -> tuple
                 st.toggle(t("present.causal"), key="present_causal", on_change=_set_causal)
             st.session_state.setdefault("slide_height", SLIDE_HEIGHT)
             st.slider(
-                t("present.figure_height"), 300, 1000, step=10, key="slide_height", help=t("present.figure_height_help")
+                t("present.figure_height"), 200, 1000, step=10, key="slide_height", help=t("present.figure_height_help")
             )
     return layer, head, query
 
@@ -401,8 +218,10 @@ def main() -> None:
                 )
             else:
                 _step(key, step + 1, s, font, slide=True, caps=enc.capabilities)
-        presentation.step_controls(titles, "bottom")
-        st.caption(_check(s)[0])
+        check, ok = _check(s)
+        worst = max(s.errors[k] for k in ("formula", "weighted_sum", "attention", "next_layer"))
+        note = t("present.check_short" if ok else "present.check_short_off", worst=lecture.num(worst, 2))
+        presentation.step_controls(titles, "bottom", note=(note, check))
         return
 
     st.caption(

@@ -169,9 +169,11 @@ def tiny_dir(tmp_path_factory) -> Path:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def app_url():
-    """A fresh `streamlit run app.py` on 127.0.0.1 for one browser-test module; its base URL."""
+    """One `streamlit run app.py` on 127.0.0.1 for all the browser tests of a process (a pytest-xdist worker);
+    its base URL. Session, not module: a server's start and its first model load cost ~10-30 s of the 2 CI
+    cores, and there are 13 browser-test modules; every test opens its own browser session on it."""
     from lens_testing.browser import app_server
 
     with app_server() as url:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lens_testing.browser import app_server, browser, full_screenshot, watch_errors  # noqa: E402
-from tools.shots import shrink, wait_idle  # noqa: E402
+from tools.shots import record, shrink, wait_idle  # noqa: E402
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
@@ -117,6 +117,7 @@ def main() -> int:
                     path = take(page, base, shot, lang, args.out)
                 finally:
                     page.close()
+                record({path: shot.path or "explore"})
                 print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lens_testing.browser import app_server, browser, full_screenshot, watch_errors  # noqa: E402
-from tools.shots import shrink, wait_idle  # noqa: E402
+from tools.shots import record, shrink, wait_idle  # noqa: E402
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
@@ -135,6 +135,7 @@ def main() -> int:
             paths += long_shots(page, base, names, args.out)
         finally:
             page.close()
+    record({p: "train" if p.name.startswith("train") else "explore" for p in paths})
     for path in paths:
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0

@@ -6,15 +6,25 @@ an error (an exception, an error box, a script or console error). Writes docs/im
 README and the documentation embed. The browser test tests/browser/test_screenshots.py runs the same shots in CI
 (into artifacts/, so a clean clone stays clean).
 
-A new page or model is one more Shot below; the docs embed docs/img/NAME-en.png and NAME-zh.png. Pictures that
-need a long setup of their own come from their own script (tools/compare_screenshots.py); `made()` lists every
-PNG the scripts write, and tests/docs/test_screenshots_listed.py holds the docs to it.
+One command takes every page in the app's navigation (and the sections docs show on their own: the Why here?
+panel, presentation mode):
+
+    nice python tools/screenshots.py            # every shot, both languages, into docs/img (about 10 minutes)
+    python tools/screenshots.py --only heads    # some of them
+
+Each written picture is recorded in docs/img/shots.json (picture -> the page's url_path, the day, the commit);
+tests/docs/test_screenshots_listed.py fails when a page in app.py's navigation has no recorded picture in
+docs/img that the docs show. A new page is one more Shot below; the docs embed docs/img/NAME-en.png and
+NAME-zh.png. Pictures that need a long setup of their own come from their own scripts
+(tools/compare_screenshots.py, tools/lab_screenshots.py); `made()` lists every PNG the scripts write.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -23,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lens_testing.browser import app_server, browser, watch_errors  # noqa: E402
-from tools.shots import LOAD_MS, RUNNING, shrink, wait_idle  # noqa: E402, F401 (the shots' shared pieces)
+from tools.shots import LOAD_MS, RUNNING, commit, record, shrink, wait_idle  # noqa: E402, F401 (the shots' shared pieces)
 from ui.i18n import translate  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
@@ -44,20 +54,35 @@ class Shot:
     model: str = "encoder"  # a key of MODELS
     params: dict[str, str] = field(default_factory=dict)  # more of the URL (view, layer, head, …)
     ready: str = ".js-plotly-plot"  # a selector that shows the page's content is drawn
+    tab: str | None = None  # the locale key of a tab to open first (a section the page keeps in a tab)
     clicks: tuple[str, ...] = ()  # locale keys of buttons to press, in order, before the screenshot
     expect_error: str | None = None  # the locale key of an error box the page shows by design (a FAIL verdict)
+    scroll_to: str | None = None  # the locale key of a heading to bring to the top (a section further down)
+    viewport: tuple[int, int] | None = None  # (width, height) when not VIEWPORT (a projector)
+    ci: bool = True  # False: left out of the browser test's every-page run (slow, or another browser test opens it)
+
+    @property
+    def page(self) -> str:
+        """Return the url_path of the navigation page this shot shows."""
+        return self.path or "explore"
 
 
+HEAD = {"view": "head", "layer": "2", "head": "3"}
 SHOTS = [
     Shot("explore", "", ready=".js-plotly-plot image"),
-    Shot("explore-head", "", params={"view": "head", "layer": "2", "head": "3"}),
+    Shot("explore-head", "", params=HEAD),
+    Shot("why-here", "", params=HEAD, scroll_to="why.title", ci=False),  # explore-head's page, scrolled
+    Shot("compare", "compare", ci=False),  # tests/browser/test_compare_browser.py opens it
     Shot("heads", "heads"),
     Shot("corpus", "corpus", ready="[data-testid=stTextArea]", clicks=("corpus.example",)),
     Shot("masks", "masks"),
     Shot("inside-head", "inside_head"),
+    Shot("present", "inside_head", params={"present": "1", "step": "4"}, viewport=(1280, 720), ci=False),
     Shot("memory", "memory"),
     Shot("generation", "generation", model="decoder"),
     Shot("troubleshooting", "troubleshooting"),
+    Shot("train-page", "train", ready=".st-key-train_start button", ci=False),  # test_train_browser.py runs it
+    Shot("long-lab", "long_lab", model="decoder", ready="[data-testid=stForm]"),
 ]
 
 
@@ -81,11 +106,19 @@ def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
     page.goto(url_of(base, shot, lang))
     page.locator("[data-testid=stMain]").wait_for(timeout=LOAD_MS)
     wait_idle(page)
+    if shot.tab:
+        page.get_by_role("tab", name=translate(lang, shot.tab)).first.click(timeout=LOAD_MS)
+        wait_idle(page)
     for key in shot.clicks:
-        page.get_by_role("button", name=translate(lang, key)).first.click()
+        page.get_by_role("button", name=translate(lang, key)).first.click(timeout=LOAD_MS)
         wait_idle(page)
     page.locator(f"{shot.ready}, {ERRORS}").first.wait_for(timeout=LOAD_MS)
     wait_idle(page)
+    if shot.scroll_to:  # the section's heading at the top of the window
+        page.get_by_text(translate(lang, shot.scroll_to), exact=True).first.evaluate(
+            "e => e.scrollIntoView({block: 'start'})"
+        )
+        wait_idle(page)
     page.wait_for_timeout(800)  # plotly's last frame
     # Visible error boxes only: a lecture page may keep a demonstration's FAIL verdict (an error box by design)
     # inside a closed expander, and one a Shot expects is named in `expect_error`.
@@ -103,18 +136,27 @@ def take(page, base: str, shot: Shot, lang: str, out: Path) -> Path:
     return path
 
 
-def run(out: Path, shots: list[Shot] | None = None, langs: tuple[str, ...] = LANGS) -> list[Path]:
-    """Take every shot in every language with one app server and one browser; return the files written."""
-    written = []
-    with app_server(timeout=180) as base, browser() as b:
+def run(
+    out: Path, shots: list[Shot] | None = None, langs: tuple[str, ...] = LANGS, base: str | None = None
+) -> list[Path]:
+    """Take every shot in every language with one app server (`base`, else one started here) and one browser;
+    return the files written (and record them in docs/img/shots.json when `out` is docs/img)."""
+    written, code = {}, commit()  # the code the server is started from
+    server = contextlib.nullcontext(base) if base else app_server(timeout=180)
+    with server as base, browser() as b:
         for shot in shots or SHOTS:
             for lang in langs:
-                page = b.new_page(viewport=VIEWPORT)
+                size = dict(zip(("width", "height"), shot.viewport, strict=True)) if shot.viewport else VIEWPORT
+                page = b.new_page(viewport=size)
+                t0 = time.monotonic()
                 try:
-                    written.append(take(page, base, shot, lang, out))
+                    path = take(page, base, shot, lang, out)
                 finally:
                     page.close()
-    return written
+                written[path] = shot.page
+                record({path: shot.page}, code)  # as it goes: a run cut short keeps what it took
+                print(f"{path.name}: {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+    return list(written)
 
 
 def main() -> int:
@@ -122,7 +164,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=OUT, help="folder for the PNGs (default: docs/img)")
     ap.add_argument("--only", nargs="*", help="shot names (default: all)")
     args = ap.parse_args()
-    shots = [s for s in SHOTS if not args.only or s.name in args.only]
+    by_name = {s.name: s for s in SHOTS}
+    shots = [by_name[n] for n in args.only if n in by_name] if args.only else SHOTS  # in the order asked
     for path in run(args.out, shots):
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0

@@ -23,13 +23,14 @@ CSS = """
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
 [data-testid="stMainMenu"], [data-testid="stAppDeployButton"], [data-testid="stDecoration"] { display: none !important; }
 html { font-size: 20px; }
-[data-testid="stMainBlockContainer"] { max-width: 100%; padding: 4.2rem 1.4rem 1rem 1.4rem; }
+[data-testid="stMainBlockContainer"] { max-width: 100%; padding: 3.7rem 1.2rem 0.5rem 1.2rem; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.55rem; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
-[data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th { font-size: 1.15rem; line-height: 1.45; }
+[data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th { font-size: 1.15rem; line-height: 1.4; }
 [data-testid="stCaptionContainer"] p { font-size: 0.95rem; }
 h1 { font-size: 2rem !important; padding-top: 0 !important; }
 h2, h3 { font-size: 1.5rem !important; padding: 0.2rem 0 !important; }
-[data-testid="stCode"] pre, [data-testid="stCode"] code { font-size: 1rem !important; }
+[data-testid="stCode"] pre, [data-testid="stCode"] code { font-size: 0.85rem !important; }
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2rem !important; }
 [data-testid="stNumberInput"] input, [data-testid="stTextInput"] input, [data-baseweb="select"] div { font-size: 1.1rem !important; }
 .st-key-present_bar { position: fixed; top: 0.55rem; right: 1rem; z-index: 1000001; width: auto !important; }
@@ -84,9 +85,12 @@ def current_step(n: int) -> int:
     return step
 
 
-def step_controls(titles: list[str], where: str = "top", settings: str = "") -> tuple[int, Any]:
+def step_controls(
+    titles: list[str], where: str = "top", settings: str = "", note: tuple[str, str] | None = None
+) -> tuple[int, Any]:
     """Draw ◀ · step k of n: title · settings · ▶ (top) or ◀ previous · progress · next ▶ (bottom).
 
+    note: (a one-line caption under the bottom progress bar, the longer text its tooltip shows).
     Return the step to show and, for the top row, a popover labelled `settings` for the page's widgets.
     Keys: ←/→ on the top buttons, PageUp/PageDown (what presentation clickers send) on the bottom ones.
     """
@@ -94,13 +98,15 @@ def step_controls(titles: list[str], where: str = "top", settings: str = "") -> 
     step = current_step(n)
     popover = None
     if where == "top":
-        prev_col, title_col, set_col, next_col = st.columns([0.7, 7, 3.8, 0.7], vertical_alignment="center")
+        prev_col, title_col, set_col, next_col = st.columns([0.7, 8.4, 2.6, 0.7], vertical_alignment="center")
         title_col.markdown(f"### {t('present.step_of', k=step + 1, n=n)} · {titles[step]}")
         popover = set_col.popover(settings or t("present.settings"), icon=":material/tune:", width="stretch")
         labels, keys = ("", ""), ("Left", "Right")
     else:
         prev_col, title_col, next_col = st.columns([2.8, 7, 2.8], vertical_alignment="center")
         title_col.progress((step + 1) / n)
+        if note:
+            title_col.caption(note[0], help=note[1])
         labels, keys = (t("present.prev"), t("present.next")), ("PageUp", "PageDown")
     prev_col.button(
         labels[0],

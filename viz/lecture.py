@@ -90,10 +90,15 @@ def vector_strip(
             hovertemplate=f"{hover_label} %{{x}}: %{{z:.4f}}<extra></extra>",
         )
     )
-    if groups and groups > 1 and n % groups == 0:
+    if groups and groups > 1 and n % groups == 0:  # one layout update: add_vline per line costs ~0.1 s each
         w = n // groups
-        for g in range(1, groups):
-            fig.add_vline(x=g * w - 0.5, line=dict(color="#555", width=1))
+        lines = [
+            dict(
+                type="line", x0=g * w - 0.5, x1=g * w - 0.5, y0=0, y1=1, yref="paper", line=dict(color="#555", width=1)
+            )
+            for g in range(1, groups)
+        ]
+        fig.update_layout(shapes=lines)
     if highlight is not None:
         a, b = highlight
         fig.add_shape(type="rect", x0=a - 0.5, x1=b - 0.5, y0=-0.5, y1=0.5, line=dict(color=HIGHLIGHT, width=4))
@@ -113,17 +118,19 @@ def matrix_heatmap(
     height: int | None = None,
     show_rows: bool = True,
     show_scale: bool = True,
+    numbered: bool = True,
 ) -> go.Figure:
     """Return a heatmap of a (rows, cols) matrix with labelled rows; highlight_row outlines one row.
 
     weights=True colours 0..1 (attention); otherwise by sign around 0 (projections, vectors).
     show_rows / show_scale: drop the row labels or the colour bar (matrices side by side share them).
+    numbered: label rows "i: label" (token positions); False for rows that are not positions.
     """
     m = np.asarray(matrix, dtype=np.float32)
     rows, cols = m.shape
     if len(row_labels) != rows:
         raise ValueError(f"matrix has {rows} rows but there are {len(row_labels)} row labels")
-    labels = [f"{i}: {tok}" for i, tok in enumerate(row_labels)]
+    labels = [f"{i}: {tok}" for i, tok in enumerate(row_labels)] if numbered else [str(r) for r in row_labels]
     if weights:
         scale = dict(colorscale=WEIGHTS, zmin=0.0, zmax=float(np.nanmax(m)) if m.size else 1.0)
     else:
@@ -184,13 +191,15 @@ def token_bars(
             y=shown,
             marker_color=colors,
             text=text,
-            textposition="outside",
+            textposition="outside" if n <= 24 else "none",  # an empty texttemplate would still show `text`
             cliponaxis=False,
-            texttemplate="%{text}" if n <= 24 else "",
             textfont=dict(size=max(9, font_size - 4)),
             hovertemplate="%{x}: %{text}<extra></extra>",
         )
     )
+    # A hidden key's bar is 0 high: its whole column is grey, as hidden is in every view.
+    grey = dict(type="rect", yref="paper", y0=0, y1=1, fillcolor=HIDDEN, opacity=0.35, line_width=0, layer="below")
+    fig.update_layout(shapes=[dict(grey, x0=i - 0.5, x1=i + 0.5) for i in np.flatnonzero(hid)])
     fig.update_xaxes(tickangle=-50, type="category")
     fig.update_yaxes(title=y_title, zeroline=True)
     return _layout(fig, title, font_size, 300 + 8 * font_size)
@@ -396,7 +405,11 @@ def attention_map(
         fig.update_layout(height=height)
     # Title, axis title and slanted tick labels all sit on top: give them room at large fonts.
     fig.update_layout(title_font_size=font_size + 2, margin_t=(110 if title else 60) + 3 * font_size)
-    return scale_fonts(fig, font_size)
+    ticks = (fig.layout.xaxis.tickfont.size, fig.layout.yaxis.tickfont.size)  # token_ticks sized them to fit
+    scale_fonts(fig, font_size)
+    fig.update_xaxes(tickfont_size=ticks[0])
+    fig.update_yaxes(tickfont_size=ticks[1])
+    return fig
 
 
 def cache_growth(

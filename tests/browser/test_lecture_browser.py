@@ -1,4 +1,5 @@
-"""Presentation mode in headless Chromium, as a lecturer opens it: a bookmark, a projector-sized window, the keys.
+"""Presentation mode in headless Chromium, as a lecturer opens it: a bookmark, a projector-sized window, the keys;
+every slide fits 1280×720 and 1024×768 without scrolling.
 
 Screenshots go to artifacts/ (1280×720 and 1920×1080, English and Chinese). Skips without /usr/bin/chromium.
 """
@@ -50,6 +51,59 @@ def test_bookmarked_presentation_at_1280x720_in_chinese(app_url, chromium):
     page.get_by_role("button", name="退出").click()  # leave presentation mode: the sidebar comes back
     page.locator('[data-testid="stSidebar"]').wait_for(state="visible", timeout=LOAD_MS)
     assert not [e for e in errors if "WebSocket" not in e], errors
+    page.close()
+
+
+PROJECTORS = ((1280, 720), (1024, 768))
+RUNNING = "[data-testid=stStatusWidget] [data-testid=stStatusWidgetRunningIcon], [data-testid=stSpinner]"
+
+
+def _wait_until_still(page) -> None:
+    """Wait until the script has stopped and no spinner shows, three polls 0.25 s apart (a rerun keeps the
+    previous slide's elements on screen until it replaces them, and its spinner may start after the title)."""
+    page.wait_for_function(
+        f"""() => {{ const idle = !document.querySelector({RUNNING!r});
+                   window.__still = idle ? (window.__still || 0) + 1 : 0; return window.__still >= 3; }}""",
+        polling=250,
+        timeout=LOAD_MS,
+    )
+
+
+# The slide as the projector shows it: how far stMain scrolls, where the title and the bottom Next button are.
+SLIDE_BOX = """() => {
+  const main = document.querySelector('[data-testid=stMain]');
+  const title = [...document.querySelectorAll('h3')].find(h => /Step \\d+ of/.test(h.innerText));
+  const next = document.querySelector('.st-key-step_next_bottom button');
+  const box = e => e ? e.getBoundingClientRect() : null;
+  return {scroll: main.scrollHeight, client: main.clientHeight, title: box(title), next: box(next),
+          figures: document.querySelectorAll('.js-plotly-plot').length};
+}"""
+
+
+@pytest.mark.parametrize("model", ["minilm", "random:llama-tiny"])  # 13 slides; 15 with RoPE and shared keys
+def test_every_slide_fits_a_projector_without_scrolling(app_url, chromium, model):
+    page = chromium.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{app_url}/inside_head?present=1&model={model}")
+    _wait_for_text(page, "Step 1 of")
+    n = int(page.get_by_text("Step 1 of").first.inner_text().split(" of ")[1].split()[0])
+    too_tall = []
+    for k in range(1, n + 1):
+        if k > 1:
+            page.evaluate("window.__still = 0")  # count quiet polls from this step's rerun on
+            page.keyboard.press("ArrowRight")
+            _wait_for_text(page, f"Step {k} of {n}")
+        _wait_until_still(page)
+        for width, height in PROJECTORS:
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(400)  # plotly and Streamlit's columns re-lay out to the new width
+            box = page.evaluate(SLIDE_BOX)
+            where = f"step {k} at {width}×{height}"
+            if box["scroll"] > box["client"] + 1:
+                too_tall.append(f"{where}: {box['scroll']} px to scroll in {box['client']}")
+            assert box["title"] and box["title"]["top"] >= 0, f"{where}: the title is off screen"
+            assert box["next"] and box["next"]["bottom"] <= height, f"{where}: Next is below the screen"
+        page.set_viewport_size({"width": 1280, "height": 720})
+    assert not too_tall, "\n".join(too_tall)
     page.close()
 
 
