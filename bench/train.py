@@ -58,7 +58,7 @@ def one(job: tuple[int, int, int | None]) -> dict:
     task = result.task
     with tempfile.TemporaryDirectory(prefix="bench-train-") as folder:
         save_checkpoint(result, folder)
-        copy = transformers_copy(folder, tuple(task.held_out), task.n_symbols)  # type: ignore[attr-defined]
+        copy = transformers_copy(folder, tuple(task.held_out), task.n_symbols, bos_id=task.bos_id if task.bos else None)  # type: ignore[attr-defined]
     ok = copy["copy_loss"] <= DETERMINED_LOSS_TARGET and copy["score"] >= INDUCTION_THRESHOLD
     return {
         "heads": heads,
