@@ -15,9 +15,10 @@ and the head above layer 0 with the best smallest induction score. "Formed" is t
 (h = 4) forms, within 120 s on two cores, and its checkpoint copies with ≤ 0.3 nat with a head ≥ 0.5.
 Seconds count only on a quiet machine (load average < 1.5); steps are exact (the same seed, the same curve).
 
-How long: an h = 4 run of the default recipe took about 50 s of one core's CPU time (seeds 0 and 1: 1,050 and
-1,150 steps, ending on the copy's plateau), h = 8 (1·10⁻³) somewhat more; the full bench is 40 runs, two at a
-time on two cores, so about 20–25 minutes on a quiet machine. A subset: `--seeds 0-2 --heads 4` (about 1.5 min).
+How long: a run of the default recipe took 34–60 s of one core's CPU for h = 4 (seeds 0–9: 1,000–1,450 steps,
+ending on the copy's plateau), 32 and 44 s for h = 1 and 2 (seed 0), 96 s for h = 8 (seed 0: no head within its
+2,000 steps); the full bench is 40 runs, two at a time on two cores: about 20 minutes on a quiet machine. A subset:
+`--seeds 0-2 --heads 4` (about 1.5 min).
 """
 
 from __future__ import annotations
