@@ -57,7 +57,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--every", type=integer(), default=DEFAULTS.every, help=f"record every N steps (default {DEFAULTS.every})"
     )
-    p.add_argument("--symbols", type=integer(), default=DEFAULTS.symbols, help="induction/reverse: symbols drawn (64)")
+    p.add_argument(
+        "--symbols",
+        type=integer(),
+        default=DEFAULTS.symbols,
+        help=f"induction/reverse: symbols drawn (default {DEFAULTS.symbols})",
+    )
     p.add_argument("--text-file", default=None, help="text task: a UTF-8 text file (default: the bundled passage)")
     p.add_argument("--no-scale", action="store_true", help="break it: scores without the 1/√d_k (§7)")
     p.add_argument("--no-causal", action="store_true", help="break it: train without the causal mask (§7)")
@@ -183,7 +188,12 @@ def _print_summary(result, summary: dict) -> None:
             f"loss on the copy (targets the context decides) {last.val_determined:.3f}; chance ln V = {result.task.chance_loss:.3f}"
         )
     if math.isfinite(last.val_chance):
-        print(f"loss on tokens drawn afresh {last.val_chance:.3f} (≈ ln V unless the model sees the future)")
+        print(f"loss on tokens drawn afresh {last.val_chance:.3f} (below ln V only if the model sees the future)")
+    if result.copy_only_step is not None:
+        print(
+            f"from step {result.copy_only_step} the loss counted only the copy (an induction head had formed): the "
+            "model then bets on every repeat, so the loss on fresh draws may rise above ln V"
+        )
     if last.induction_by:
         lengths = ", ".join(k for k in last.induction_by)
         print(f"induction score per head (smallest over held-out lengths {lengths}):")

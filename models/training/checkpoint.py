@@ -59,10 +59,17 @@ def transformers_attentions(folder: str | os.PathLike[str], ids: torch.Tensor) -
 
 @torch.no_grad()
 def transformers_copy(
-    folder: str | os.PathLike[str], lengths: tuple[int, ...], symbols: int, batch: int = 64, seed: int = 12_345
+    folder: str | os.PathLike[str],
+    lengths: tuple[int, ...],
+    symbols: int,
+    batch: int = 64,
+    seed: int = 12_345,
+    bos_id: int | None = None,
 ) -> dict[str, Any]:
     """Load the folder with transformers (eager) and measure the copy on fresh sequences r_1 … r_n r_1 … r_n that
     start at position 0, r drawn uniformly from the task's `symbols`, for each n in lengths (the held-out lengths).
+    With bos_id (a task trained with `<bos>` first, which its saved tokenizer puts first too) the sequences are
+    `<bos>` r_1 … r_n r_1 … r_n: the segment starts right after it.
 
     Returns the loss on r_2 … r_n of the copy (nats, the largest over lengths, and per length), and the head above
     layer 0 whose smallest induction score over the lengths is the largest (attention from the copy's r_k to r_{k+1}
@@ -79,12 +86,13 @@ def transformers_copy(
     losses, scores = {}, []
     for n in lengths:
         half = torch.randint(0, symbols, (batch, n), generator=gen)
-        ids = torch.cat([half, half], dim=1)
+        pre = 0 if bos_id is None else 1  # where r_1 of the first copy stands
+        ids = torch.cat([torch.full((batch, pre), bos_id or 0), half, half], dim=1)
         out = model(input_ids=ids, output_attentions=True)
-        logits = out.logits[:, n : 2 * n - 1]  # positions of r_1 … r_{n-1} of the copy predict r_2 … r_n
-        losses[n] = float(F.cross_entropy(logits.transpose(1, 2), ids[:, n + 1 : 2 * n]))
-        attn = torch.stack(out.attentions, dim=1).float()  # (batch, layers, heads, 2n, 2n)
-        scores.append(induction_from_maps(attn, torch.zeros(batch, dtype=torch.long), n))
+        logits = out.logits[:, pre + n : pre + 2 * n - 1]  # positions of r_1 … r_{n-1} of the copy predict r_2 … r_n
+        losses[n] = float(F.cross_entropy(logits.transpose(1, 2), ids[:, pre + n + 1 : pre + 2 * n]))
+        attn = torch.stack(out.attentions, dim=1).float()  # (batch, layers, heads, pre + 2n, pre + 2n)
+        scores.append(induction_from_maps(attn, torch.full((batch,), pre, dtype=torch.long), n))
     low = torch.stack(scores).amin(dim=0)  # (layers, heads): the smallest over lengths
     above = 1 if low.shape[0] > 1 else 0
     sub = low[above:]
