@@ -344,9 +344,9 @@ def test_prefix_outputs_do_not_move_when_later_tokens_change(minilm):
         changed = ids.clone()
         changed[0, t + 1 :] = torch.randint(1000, minilm.config.vocab_size, (T - t - 1,), generator=gen)
         with torch.inference_mode():
-            _, a = minilm.model.run_with_cache(ids, types, keep)
-            _, b = minilm.model.run_with_cache(changed, types, keep)
-        for layer_a, layer_b in zip(a.hidden_states, b.hidden_states, strict=True):
+            a, rec_a = minilm.model.run_with_cache(ids, types, keep, names=())
+            b, rec_b = minilm.model.run_with_cache(changed, types, keep, names=())
+        for layer_a, layer_b in zip(rec_a.hidden_states, rec_b.hidden_states, strict=True):
             assert torch.equal(layer_a[0, : t + 1], layer_b[0, : t + 1]), t
         assert not torch.equal(a.last_hidden[0, t + 1 :], b.last_hidden[0, t + 1 :])
         # Without the mask the prefix does move: the test can fail.
