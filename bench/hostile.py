@@ -172,7 +172,8 @@ _CHILD = (
     "import atexit, os, runpy, sys\n"
     "def _hwm():\n"
     "    kb = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
-    "    open(os.environ['REPLAY_HWM_FILE'], 'w').write(kb)\n"
+    "    t = os.times()\n"
+    "    open(os.environ['REPLAY_HWM_FILE'], 'w').write(f'{kb} {t.user + t.system:.2f}')\n"
     "atexit.register(_hwm)\n"
     "module = sys.argv[1]\n"
     "sys.argv = [module, *sys.argv[2:]]\n"
@@ -208,10 +209,15 @@ def _replay_one(case: hostile_cases.Case, cap: int, seconds_max: float) -> dict:
             errors="replace",
         )
         sampled = [0]
+        cpu = [0.0]
 
-        def watch() -> None:  # the child's VmHWM while it runs; kill it at the time limit
+        def watch() -> None:  # the child's VmHWM and CPU seconds while it runs; kill it at the time limit
             while proc.poll() is None:
                 sampled[0] = max(sampled[0], _hwm_kb(proc.pid))
+                try:
+                    cpu[0] = max(cpu[0], _cpu_seconds(proc.pid))
+                except (OSError, ValueError):  # it has just ended
+                    pass
                 if time.perf_counter() - start > seconds_max:
                     proc.kill()
                     return
@@ -226,11 +232,13 @@ def _replay_one(case: hostile_cases.Case, cap: int, seconds_max: float) -> dict:
         written = Path(hwm.name).read_text().strip()
     if case.stdout:
         out.close()
-    peak_kb = max(sampled[0], int(written) if written.isdigit() else 0)
+    kb, _, cpu_written = written.partition(" ")
+    peak_kb = max(sampled[0], int(kb) if kb.isdigit() else 0)
+    cpu_s = float(cpu_written) if cpu_written else cpu[0]  # a killed child: the last sample (CPU s ≈ quiet s)
     lines = err.strip().splitlines()
     return {"case": case.name, "exit": code, "expected_exit": case.code, "stderr_lines": len(lines),
             "error_lines": sum(line.startswith("error:") for line in lines),
-            "traceback": "Traceback (most recent call last)" in err, "s": round(seconds, 2),
+            "traceback": "Traceback (most recent call last)" in err, "s": round(seconds, 2), "cpu_s": round(cpu_s, 1),
             "peak_mb": round(peak_kb / 1024), "message": (lines[-1] if lines else "")[:300]}  # fmt: skip
 
 
@@ -267,7 +275,7 @@ def run_replay(figures: dict, smoke: bool = False, only: str | None = None) -> b
         cases = [c for c in replay_cases(Path(tmp), smoke) if only is None or only in c.name]
         print(f"issue 41's sweep, replayed: {len(cases)} cases, each in its own process (3 GB address-space cap, "
               f"{seconds_max:g} s; peak = the process's own VmHWM)")  # fmt: skip
-        print(f"{'case':<52} {'exit':>4} {'lines':>5} {'tb':>3} {'s':>6} {'peak MB':>7}  last stderr line")
+        print(f"{'case':<52} {'exit':>4} {'lines':>5} {'tb':>3} {'s':>6} {'cpu s':>6} {'peak MB':>7}  last stderr line")
         rows = []
         t0 = time.perf_counter()
         for case in cases:
@@ -275,7 +283,7 @@ def run_replay(figures: dict, smoke: bool = False, only: str | None = None) -> b
             row["held"] = held(row, seconds_max, cap / 2**20)
             rows.append(row)
             print(f"{case.name[:52]:<52} {row['exit']:>4} {row['stderr_lines']:>5} "
-                  f"{'yes' if row['traceback'] else 'no':>3} {row['s']:>6.1f} {row['peak_mb']:>7}  "
+                  f"{'yes' if row['traceback'] else 'no':>3} {row['s']:>6.1f} {row['cpu_s']:>6.1f} {row['peak_mb']:>7}  "
                   f"{row['message'][:80]}{'' if row['held'] else '   <-- NOT HELD'}", flush=True)  # fmt: skip
     n_held = sum(r["held"] for r in rows)
     figures.update(rows=rows, met=n_held == len(rows), held=n_held, cases=len(rows),
