@@ -150,6 +150,8 @@ def table_section(
         data[t("heads.col.output_norm")] = np.asarray(output_norm).ravel()
     if ablation is not None:  # the numbers `python -m models ablate --heads L.H` gives for each head
         data[t("heads.col.ablate_kl")] = ablation.mean_kl
+        data[t("heads.col.ablate_low")] = ablation.ci95[:, 0]  # its 95 % interval over the text's positions
+        data[t("heads.col.ablate_high")] = ablation.ci95[:, 1]
         data[t("heads.col.ablate_last")] = ablation.last_kl
         data[t("heads.col.ablate_logit")] = ablation.logit_diff
     df = pd.DataFrame(data)
@@ -162,7 +164,7 @@ def table_section(
     config[t("heads.col.nearest_js")] = st.column_config.NumberColumn(format="%.3f")
     config[t("heads.col.importance")] = st.column_config.NumberColumn(format="%.2f")
     config[t("heads.col.output_norm")] = st.column_config.NumberColumn(format="%.3f")
-    for k in ("ablate_kl", "ablate_last", "ablate_logit"):
+    for k in ("ablate_kl", "ablate_low", "ablate_high", "ablate_last", "ablate_logit"):
         config[t(f"heads.col.{k}")] = st.column_config.NumberColumn(format="%.4g")
     st.dataframe(df, column_config=config, hide_index=True, width="stretch", height=420, key="heads_table")
     st.caption(t("heads.table.caption", rows=report.rows, sentences=report.sentences))

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from models.analysis.ablate import bootstrap
 from models.cli import main
 from tests.app.clicks import click, spec
 from tests.app.test_explore import decode
@@ -108,7 +109,7 @@ def test_the_heads_table_gains_ablate_columns_with_the_cli_numbers(capsys):
     assert not at.exception and not at.error
     at.button(key="heads_ablate_column_button").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    col = {k: translate("en", f"heads.col.ablate_{k}") for k in ("kl", "last", "logit")}
+    col = {k: translate("en", f"heads.col.ablate_{k}") for k in ("kl", "low", "high", "last", "logit")}
     df = next(d.value for d in at.dataframe if translate("en", "heads.col.label") in d.value.columns)  # the main table
     assert len(df) == 2 * 4 and set(col.values()) <= set(df.columns)  # heads only: KV groups stay in their table
     for layer, head in ((1, 2), (0, 3)):
@@ -119,3 +120,6 @@ def test_the_heads_table_gains_ablate_columns_with_the_cli_numbers(capsys):
         assert row[col["last"]] == pytest.approx(doc["kl"], rel=1e-5, abs=1e-9)
         assert row[col["logit"]] == pytest.approx(doc["logit_diff"], rel=1e-5, abs=1e-7)
         assert row[col["kl"]] == pytest.approx(np.mean(doc["per_position_kl"]), rel=1e-5, abs=1e-9)
+        low, high = bootstrap(np.asarray(doc["per_position_kl"], dtype=np.float64))  # the interval over positions
+        assert (row[col["low"]], row[col["high"]]) == pytest.approx((low, high), rel=1e-4, abs=1e-9)
+        assert row[col["low"]] <= row[col["kl"]] <= row[col["high"]]
