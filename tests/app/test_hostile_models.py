@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from tests.hostile import crafted
+from lens_testing import crafted
 
 ROOT = Path(__file__).resolve().parents[2]
 
