@@ -71,7 +71,8 @@ HEAD = {"view": "head", "layer": "2", "head": "3"}
 SHOTS = [
     Shot("explore", "", ready=".js-plotly-plot image"),
     Shot("explore-head", "", params=HEAD),
-    Shot("why-here", "", params=HEAD, scroll_to="why.title", ci=False),  # explore-head's page, scrolled
+    Shot("why-here", "", "decoder", {"view": "head", "layer": "6", "head": "4"}, scroll_to="why.title", ci=False),
+    # explore-head's page on SmolLM2, scrolled: the worked example of docs/why-here.md (explain --layer 6 --head 4)
     Shot("compare", "compare", ci=False),  # tests/browser/test_compare_browser.py opens it
     Shot("heads", "heads"),
     Shot("corpus", "corpus", ready="[data-testid=stTextArea]", clicks=("corpus.example",)),

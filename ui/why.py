@@ -88,7 +88,8 @@ def panel(
     cols[1].metric(t("why.weight"), "—" if e.weight is None else f"{e.weight:.4f}")
     cols[2].metric(t("why.scale"), f"{e.scale:.4g}")
     st.caption(
-        t("why.score_note", q=md(e.tokens[e.query]), k=md(e.tokens[e.key]), kv=e.kv_head)
+        t("why.score_note", q=md(e.tokens[e.query]), k=md(e.tokens[e.key]))
+        + (" " + t("why.kv_note", kv=e.kv_head) if cache.model(selection()).capabilities.grouped else "")
         + ("" if e.visible else " " + t("why.hidden"))
     )
     figures = []
