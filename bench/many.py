@@ -9,8 +9,10 @@ Five ratios, each against a peer measured in the same run (targets from issue 35
    length in batches of 64 with `output_attentions=True` (the whole process): CPU seconds (≤ 1.2); wall beside it.
 2. The server's CPU per typed ~120-token text (one session typing in Explore) ÷ that text's encode CPU
    (`Encoder.encode(text, hidden=False)`, what the page asks for, measured in this process afterwards) (≤ 1.5).
-3. `--sessions` browser sessions (separate contexts) paste ~400-word texts into Explore at once: the wall time from
-   the first key press until every one is idle (≤ 15 s). Each session must then show its own text's token count
+3. `--sessions` browser sessions (separate contexts) paste ~400-word texts into Explore at once — every page
+   commits its text from a timer set to the same moment (presses sent one by one through Playwright reached the
+   niced browsers 0.2-0.6 s apart, one per batch) — : the wall time from that moment until every one is idle
+   (≤ 15 s). Each session must then show its own text's token count
    in the page's caption ("· N tokens ·"), N counted here by the tokenizer: a session that shows another count,
    or none, makes the figure fail.
 4. The server's CPU over those sessions ÷ the sum of their texts' encode CPU (≤ 2, with every text run).
@@ -20,7 +22,8 @@ The server is `streamlit run app.py` started with this venv's python, so its PID
 read from /proc/<pid>/stat (user + system, every thread). The browsers are not the server: every thread of every
 process this bench started other than the server (chromium, playwright's driver) is set to nice 19, and on a
 machine with 4 or more cores the server and the browsers are pinned to separate halves of the cores. The server's
-debug log counts the batches its dynamic batching served (ui.batching). Writes bench/results/many.json (through
+debug log counts the batches its dynamic batching served to the sessions (ui.batching): the bench prints how many
+requests each batch served and how many texts each forward ran (texts over models.batched.ALONE_TOKENS run alone). Writes bench/results/many.json (through
 bench/results, which refuses a busy machine's figures).
 """
 
@@ -43,9 +46,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import ui  # noqa: E402,F401  # before torch: the encode measured here runs with the server's OpenMP settings
+from bench.results import Record, load_average  # noqa: E402  # at once: it takes --allow-load off argv, notes the load
 
 TARGETS = {"corpus": 1.2, "typed": 1.5, "wall": 15.0, "crowd_cpu": 2.0, "compare": 1.3}
 TOKENS_CAPTION = re.compile(r"· (\d+) tokens ·")
+# Ctrl+Enter on the sidebar's text box at a given moment (ms since the epoch): Streamlit's text area commits on a
+# keydown of Enter with Ctrl held (its React handler does not ask whether the event came from a real key).
+PRESS_AT_JS = """at => { setTimeout(() => {
+  window.__pressLate = Date.now() - at;
+  document.querySelector('textarea[aria-label="Text"]').dispatchEvent(new KeyboardEvent('keydown',
+    {key: 'Enter', code: 'Enter', keyCode: 13, which: 13, ctrlKey: true, bubbles: true, cancelable: true}));
+}, Math.max(0, at - Date.now())); }"""
 CAPTION_JS = "() => Array.from(document.querySelectorAll('[data-testid=stCaptionContainer]')).map(e => e.innerText)"
 
 # A user's own script: the same weights in transformers, sentences sorted by length, batches of 64, every map.
@@ -150,10 +161,13 @@ def pin(pid: int, cores: set[int]) -> None:
 def crowd(
     b, url: str, pid: int, spec: str, texts: list[str], timeout_s: float, cores: set[int] | None
 ) -> tuple[float, float, list[int | None]]:
-    """Open one session per text, let them all settle, then paste every text at once.
+    """Open one session per text, let them all settle, fill every text, then commit them all at the same instant.
 
-    Return (wall s from the first key press until all are idle, the server's CPU s over that time, the token count
-    each page shows afterwards)."""
+    Every page commits its text (Ctrl+Enter, a keydown on the text box) from a timer set to one moment on the
+    clock the bench and the browsers share: presses sent one after the other through Playwright reach niced, busy
+    browsers 0.2-0.6 s apart, so the sessions arrived one per batch and "at once" was not what was measured.
+    Return (wall s from that moment until all are idle, the server's CPU s over that time, the token count each
+    page shows afterwards)."""
     from bench.serve import IMAGE_JS, cpu_seconds, wait_idle
 
     pages = []
@@ -168,19 +182,36 @@ def crowd(
     for page, text in zip(pages, texts, strict=True):  # filled first: the browser sends nothing before the press
         olds.append(page.evaluate(IMAGE_JS))
         page.get_by_label("Text", exact=True).fill(text)
-    cpu0 = cpu_seconds(pid)
-    t0 = time.perf_counter()
+    at = time.time() + 0.5 + 0.05 * len(pages)  # the moment every page presses; set on each before it comes
     for page in pages:
-        page.get_by_label("Text", exact=True).press("Control+Enter")
+        page.evaluate(PRESS_AT_JS, 1e3 * at)
+    cpu0 = cpu_seconds(pid)
+    time.sleep(max(0.0, at - time.time()))
+    t0 = time.perf_counter()
     for page, old in zip(pages, olds, strict=True):
         wait_idle(page, old, timeout_s)
     wall, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+    late = [page.evaluate("() => window.__pressLate") for page in pages]
+    if any(x is None or x > 50 for x in late):
+        print(f"   warning: presses late by {late} ms (the browsers were starved)")
     shown: list[int | None] = []
     for page in pages:
         found = [m.group(1) for c in page.evaluate(CAPTION_JS) for m in [TOKENS_CAPTION.search(c)] if m]
         shown.append(int(found[0]) if found else None)
         page.context.close()
     return wall, cpu, shown
+
+
+def served(log: Path, start: int) -> tuple[list[int], list[int]]:
+    """Return, of the batches logged after byte `start` (ui.batching's debug line), how many requests each served
+    and how many texts each forward ran (short texts go together, long ones alone: models.batched)."""
+    if not log.is_file():
+        return [], []
+    with log.open("rb") as f:
+        f.seek(start)
+        text = f.read().decode(errors="replace")
+    found = re.findall(r"batch of (\d+) served in \d+ ms, texts per forward \[([\d, ]*)\]", text)
+    return [int(n) for n, _ in found], [int(x) for _, fw in found for x in fw.split(",") if x.strip()]
 
 
 def main() -> None:
@@ -194,7 +225,6 @@ def main() -> None:
     ap.add_argument("--timeout", type=whole(10, 3600), default=600, help="seconds to wait for any one page")
     args = ap.parse_args()
 
-    from bench.results import Record, load_average
     from bench.serve import drive, encode_cpu, texts_of
     from lens_testing.browser import app_process, browser
     from models import bundled_model_dir
@@ -243,12 +273,9 @@ def main() -> None:
                 pin(proc.pid, server_cores)
             keep_off(proc.pid, browser_cores)
             typed = drive(b, url, proc.pid, log, spec, typed_texts, args.timeout)
+            mark = log.stat().st_size if log.is_file() else 0  # the crowd's batches are logged after this
             wall, crowd_cpu, shown = crowd(b, url, proc.pid, spec, crowd_texts, args.timeout, browser_cores)
-        batches = (
-            [int(n) for n in re.findall(r"batch of (\d+) served", log.read_text(errors="replace"))]
-            if log.is_file()
-            else []
-        )
+        batches, forwards = served(log, mark)
     time.sleep(2.0)  # the server and browsers have exited: the encodes below have the machine
     typed_enc = encode_cpu(spec, typed_texts)
     crowd_enc = encode_cpu(spec, crowd_texts)
@@ -261,7 +288,9 @@ def main() -> None:
           f"{statistics.median(typed_enc) * 1e3:.0f} ms: {r2:.2f} (target ≤ {TARGETS['typed']})")  # fmt: skip
     print(f"3. {args.sessions} sessions pasting {args.words}-word texts at once: all idle after {wall:.1f} s; "
           f"{own}/{args.sessions} show their own text's token count (target ≤ {TARGETS['wall']:.0f} s, all)")  # fmt: skip
-    print(f"   shown {shown}\n   expected {expect}\n   batches served by the server: {batches or 'none logged'}")
+    print(f"   shown {shown}\n   expected {expect}")
+    print(f"   the server's batches for them: {len(batches)}, serving {batches or 'none logged'} request(s) each "
+          f"({sum(batches)} requests for {args.sessions} sessions); texts per forward {forwards}")  # fmt: skip
     print(f"4. server CPU over them {crowd_cpu:.2f} s ÷ their encodes {sum(crowd_enc):.2f} s: {r4:.2f} "
           f"(target ≤ {TARGETS['crowd_cpu']}, every text run)")  # fmt: skip
     print(f"5. compare of two 512-token texts {cmp_cpu:.1f} s CPU ({cmp_wall:.1f} s wall) ÷ export of one head "
@@ -283,7 +312,10 @@ def main() -> None:
     rec.headline("compare of two 512-token texts ÷ export of one head (whole processes, CPU)", r5, "×",
                  f"≤ {TARGETS['compare']}", r5 <= TARGETS["compare"])  # fmt: skip
     placement = "server and browsers on separate cores" if server_cores else "browsers niced 19 (too few cores to pin)"
-    rec.note(f"{n_cores} cores; {placement}; batches served {batches}; load average {load_average()} at the end")
+    rec.note(
+        f"{n_cores} cores; {placement}; the {args.sessions} sessions' encodes served in {len(batches)} batches "
+        f"(requests per batch: {batches}; texts per forward: {forwards}); load average {load_average()} at the end"
+    )
     rec.save()
     if own != args.sessions:
         sys.exit(f"error: {args.sessions - own} session(s) did not show their own text's token count")

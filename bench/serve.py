@@ -39,6 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import ui  # noqa: E402,F401  # before torch: the encode measured here runs with the server's OpenMP settings
+from bench.results import Record, load_average  # noqa: E402  # at once: it takes --allow-load off argv, notes the load
 
 WORDS = (
     "the model looks at every token and weighs how much each other token matters here while a lecturer "
@@ -194,7 +195,6 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from bench.encoder import bert_base_folder
-    from bench.results import Record, load_average
     from lens_testing.browser import ARTIFACTS, app_process, browser
     from models import bundled_model_dir
     from models.loading import load_tokenizer

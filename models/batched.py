@@ -5,6 +5,13 @@
 padding hides the shorter texts' padded keys (a key-padding mask, models.masks), so a text's rows are its own up to
 float32 rounding (the GEMMs block another shape differently: on the bundled minilm even a batch of one text twice
 differs from it alone by ~1e-6; tests/app/test_batching.py holds them to the parity bar, 1e-5).
+
+Only short texts are padded together. A text of more than `ALONE_TOKENS` tokens fills the GEMMs by itself, and in a
+padded batch it costs more CPU than alone: the padding mask's fill over every score, score tensors that no longer
+fit the caches, and the copy of its maps out of the batch. Measured on the bundled minilm, eight texts in one batch
+against the same eight one by one (CPU, the 2-core machine): ×0.35 at 14 tokens, ×0.69 at 66, ×0.89 at 128,
+×1.22 at 260; four texts of 410 tokens ×1.5. So such a text is encoded alone, in turn, by whoever called (the
+server's batching worker: one forward at a time, not sixteen threads fighting for two cores).
 """
 
 from __future__ import annotations
@@ -18,17 +25,24 @@ from . import settings
 from .encoder import Encoder, EncoderOutput
 from .errors import InputError
 
+ALONE_TOKENS = 192  # a text longer than this runs alone: padded with others it costs more than it saves (above)
+
 
 def encode_many(
-    enc: Encoder, texts: Sequence[str], texts_b: Sequence[str | None] | None = None, mask: str | None = None
+    enc: Encoder,
+    texts: Sequence[str],
+    texts_b: Sequence[str | None] | None = None,
+    mask: str | None = None,
+    forwards: list[int] | None = None,
 ) -> list[EncoderOutput]:
     """Return, per text (in the order given), what `enc.encode(text, text_b, mask=mask, hidden=False)` returns.
 
     Texts are sorted by length and run in batches whose maps fit ATTENTION_LENS_DENSE_MAPS_MB together; each result
     is trimmed to its tokens, owns its tensors (copies of its rows, not views that would keep the whole batch
     alive) and has its own notes. A text whose maps alone exceed the budget (a long text: maps on demand) is
-    encoded alone. mask: None or a named mask that depends on positions only (bidirectional, causal): every text
-    of a batch gets it.
+    encoded alone, and so is one longer than ALONE_TOKENS (see the module's docstring). mask: None or a named mask
+    that depends on positions only (bidirectional, causal): every text of a batch gets it. forwards: if given, the
+    number of texts each forward ran is appended to it (the server's debug log says how its requests went).
     """
     if isinstance(texts, str):
         raise InputError("encode_many takes a list of texts; use encode() for one")
@@ -52,10 +66,15 @@ def encode_many(
         )
         for j, i in enumerate(ids):
             out[i] = _alone(enc, res, j)
+        if forwards is not None:
+            forwards.append(len(ids))
 
     for i in sorted(range(len(texts)), key=lambda i: lengths[i]):
-        if per_token2 * lengths[i] ** 2 > budget:  # long: maps on demand, alone
+        # long for a batch (see ALONE_TOKENS), or long for dense maps (maps on demand): alone
+        if lengths[i] > ALONE_TOKENS or per_token2 * lengths[i] ** 2 > budget:
             out[i] = enc.encode(texts[i], seconds[i], mask=mask, hidden=False)
+            if forwards is not None:
+                forwards.append(1)
             continue
         # Sorted by length: this text is the longest so far, so the padded batch would be (len(group) + 1) × it.
         if group and per_token2 * lengths[i] ** 2 * (len(group) + 1) > budget:

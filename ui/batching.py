@@ -4,7 +4,8 @@ A class pasting texts in the same minute used to cost one forward per session, e
 fighting for the same two cores (and OpenMP's threads spinning while they waited). Now one worker thread per loaded
 model (spec, device, dtype) takes what sessions ask of it: the first request wakes it, it waits `WINDOW_S` for more
 to arrive (or until `MAX_BATCH` have), then runs them as padded batches through `models.batched.encode_many` (padding hides
-the shorter texts' padded keys; batches are sized to fit ATTENTION_LENS_DENSE_MAPS_MB) and hands each session its
+the shorter texts' padded keys; batches are sized to fit ATTENTION_LENS_DENSE_MAPS_MB; a text too long to gain from
+padding runs alone, in turn) and hands each session its
 own result: its own rows, trimmed to its tokens, equal to the text run alone up to float rounding
 (tests/app/test_batching.py). Triton's and Ray Serve's dynamic batching work the same way.
 
@@ -101,10 +102,12 @@ class Batcher:
 
     def _serve(self, reqs: list[_Request]) -> None:
         t0 = time.perf_counter()
+        forwards: list[int] = []  # texts per forward run (encode_many: short texts together, long ones alone)
         try:
             enc = reqs[0].enc
             pairs = reqs[0].text_b is not None
-            outs = encode_many(enc, [r.text for r in reqs], [r.text_b for r in reqs] if pairs else None, reqs[0].mask)
+            seconds = [r.text_b for r in reqs] if pairs else None
+            outs = encode_many(enc, [r.text for r in reqs], seconds, reqs[0].mask, forwards=forwards)
             for r, o in zip(reqs, outs, strict=True):
                 r.result = o
         except Exception:  # noqa: BLE001 - one bad text must not fail the others: each runs alone, gets its own
@@ -115,7 +118,12 @@ class Batcher:
                     r.error = err
         finally:
             if debug.ENABLED:
-                debug.log.debug("batch of %d served in %.0f ms", len(reqs), 1e3 * (time.perf_counter() - t0))
+                debug.log.debug(
+                    "batch of %d served in %.0f ms, texts per forward %s",
+                    len(reqs),
+                    1e3 * (time.perf_counter() - t0),
+                    forwards,
+                )
             for r in reqs:
                 if r.result is None and r.error is None:
                     r.error = RuntimeError("the batch was not served")

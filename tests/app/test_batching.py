@@ -88,6 +88,21 @@ def test_encode_many_splits_by_the_budget_and_keeps_pairs_and_order(minilm, monk
         same(one, minilm.encode(text, b, hidden=False))
 
 
+def test_a_text_too_long_to_gain_from_padding_runs_alone(minilm, monkeypatch):
+    """Short texts share a forward; one over ALONE_TOKENS gets a forward of its own (padded with the others it
+    costs more CPU than alone), and every result is still its own text's."""
+    from models import batched
+
+    many = texts(4)
+    lengths = [len(minilm.tokenize(t).tokens[0]) for t in many]
+    monkeypatch.setattr(batched, "ALONE_TOKENS", sorted(lengths)[-2])  # the longest is over it, the rest are not
+    forwards: list[int] = []
+    outs = encode_many(minilm, many, forwards=forwards)
+    assert sorted(forwards) == [1, 3]
+    for text, one in zip(many, outs, strict=True):
+        same(one, minilm.encode(text, hidden=False))
+
+
 @pytest.mark.parametrize("fixture", ["gpt2_tiny"])
 def test_a_decoder_batches_alike(fixture, request):
     enc = request.getfixturevalue(fixture)
