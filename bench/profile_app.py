@@ -109,9 +109,9 @@ def main() -> None:
     from streamlit.testing.v1 import AppTest
 
     from models import bundled_model_dir
-    from models.weights import _load_tokenizer
+    from models.loading import load_tokenizer
 
-    warm, second, measured = texts(_load_tokenizer(bundled_model_dir()), args.tokens)
+    warm, second, measured = texts(load_tokenizer(bundled_model_dir()), args.tokens)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.query_params["model"] = args.model
     at.query_params["text"] = warm
