@@ -188,7 +188,7 @@ def _overview(out: Maps, attn: np.ndarray, keep: np.ndarray, part: Part, layer: 
         )  # fmt: skip
         _chart(fig, "overview_chart", "attention-overview", on_select=_open_from_overview, selection_mode="points")
         ms = (time.perf_counter() - started) * 1000
-    note = t("explore.overview_note", kb=len(mosaic.data_uri) / 1024, bpv=mosaic.bytes_per_value, ms=ms)
+    note = t("explore.overview_note", kb=mosaic.uri_bytes / 1024, bpv=mosaic.bytes_per_value, ms=ms)
     if mosaic.factor > 1:
         note += " " + t("explore.overview_pooled", f=mosaic.factor)
     note += " " + t(f"explore.overview_scale_{scale}")

@@ -286,6 +286,11 @@ def main() -> None:
     r4 = crowd_cpu / sum(crowd_enc)
     print(f"2. server CPU per typed ~120-token text {server_typed * 1e3:.0f} ms ÷ its encode "
           f"{statistics.median(typed_enc) * 1e3:.0f} ms: {r2:.2f} (target ≤ {TARGETS['typed']})")  # fmt: skip
+    print(f"   of it, by thread (median): the event loop {statistics.median(typed.loop) * 1e3:.0f} ms, living threads "
+          f"(the batching worker's encode, its OpenMP helpers, Streamlit's pools) "
+          f"{statistics.median(typed.living) * 1e3:.0f} ms, ended threads (the script runs) "
+          f"{statistics.median(typed.ended) * 1e3:.0f} ms; the script thread's own, logged: "
+          f"{statistics.median(typed.script) * 1e3:.0f} ms")  # fmt: skip
     print(f"3. {args.sessions} sessions pasting {args.words}-word texts at once: all idle after {wall:.1f} s; "
           f"{own}/{args.sessions} show their own text's token count (target ≤ {TARGETS['wall']:.0f} s, all)")  # fmt: skip
     print(f"   shown {shown}\n   expected {expect}")
@@ -298,6 +303,9 @@ def main() -> None:
 
     rows.add("server CPU per typed ~120-token text (ms)", server_typed * 1e3, statistics.median(typed_enc) * 1e3, r2,
              f"≤ {TARGETS['typed']}")  # fmt: skip
+    for what, xs in (("event loop", typed.loop), ("living threads: the encode's worker and helpers", typed.living),
+                     ("ended threads: the script runs", typed.ended)):  # fmt: skip
+        rows.add(f"  of it: {what} (ms)", statistics.median(xs) * 1e3, None, None, "")
     rows.add(f"{args.sessions} sessions at once: all idle after (s)", wall, None, None, f"≤ {TARGETS['wall']:.0f} s")
     rows.add(f"server CPU over the {args.sessions} (s)", crowd_cpu, sum(crowd_enc), r4, f"≤ {TARGETS['crowd_cpu']}")
     rows.add("compare of two 512-token texts ÷ export of one head (CPU s)", cmp_cpu, exp_cpu, r5,

@@ -57,6 +57,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14 and 15 of stat)
 
 
+def thread_cpu(pid: int) -> dict[int, float]:
+    """Return each living thread's user + system CPU seconds so far, by thread id (/proc/<pid>/task/<tid>/stat)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
 def texts_of(tokenizer, n_tokens: int, count: int, seed: int) -> list[str]:
     """Return `count` different texts that each tokenize to about n_tokens ([CLS] and [SEP] included)."""
     rng = random.Random(seed)
@@ -116,6 +128,13 @@ class Typed:
     wall: list[float] = field(default_factory=list)  # typed → idle s
     runs: list[int] = field(default_factory=list)  # script runs per typed text
     script: list[float] = field(default_factory=list)  # of the server CPU: the script thread's (the app's code)
+    # The server CPU split by thread (from /proc, nothing sampled): the event loop (the main thread: Streamlit
+    # sending the run's messages), the threads still alive after the text (the model's batching worker, which runs
+    # the encode, its OpenMP helpers, Streamlit's pools) and the threads that ended meanwhile (each script run is
+    # a thread of its own). Per thread the kernel counts whole clock ticks (10 ms): read medians over texts.
+    loop: list[float] = field(default_factory=list)
+    living: list[float] = field(default_factory=list)
+    ended: list[float] = field(default_factory=list)
 
 
 def drive(browser, url: str, pid: int, log: Path, spec: str, texts: list[str], timeout_s: float) -> Typed:
@@ -125,11 +144,15 @@ def drive(browser, url: str, pid: int, log: Path, spec: str, texts: list[str], t
     wait_idle(page, "", timeout_s)
     out = Typed()
     for text in texts:
-        runs0, cpu0, script0 = script_runs(log), cpu_seconds(pid), script_cpu(log)
+        runs0, cpu0, script0, threads0 = script_runs(log), cpu_seconds(pid), script_cpu(log), thread_cpu(pid)
         old, pressed = type_text(page, text)
         idle_at = wait_idle(page, old, timeout_s)
+        threads1, cpu1 = thread_cpu(pid), cpu_seconds(pid)
         out.wall.append(idle_at - pressed)
-        out.cpu.append(cpu_seconds(pid) - cpu0)
+        out.cpu.append(cpu1 - cpu0)
+        out.loop.append(threads1.get(pid, 0.0) - threads0.get(pid, 0.0))
+        out.living.append(sum(c - threads0.get(t, 0.0) for t, c in threads1.items() if t != pid))
+        out.ended.append(max(0.0, out.cpu[-1] - out.loop[-1] - out.living[-1]))
         out.runs.append(script_runs(log) - runs0)
         out.script.append(script_cpu(log) - script0)
     page.close()

@@ -146,6 +146,7 @@ def test_about_one_byte_per_attention_value_reaches_the_browser(minilm, n_tokens
     payload = len(fig.to_json())
     values = 6 * 12 * n_tokens**2
     assert m.bytes_per_value <= 1.0, m.bytes_per_value
+    assert m.uri_bytes == len(m.data_uri)  # counted without making the URI, as Explore's note does on every rerun
     # The figure is the image (plotly's JSON writes each "/" of the base64 as \u002f, +8 %) and a few kB of layout.
     assert payload <= 1.15 * len(m.data_uri) + 20_000
     assert payload / values <= 1.0
