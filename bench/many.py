@@ -52,11 +52,14 @@ TARGETS = {"corpus": 1.2, "typed": 1.5, "wall": 15.0, "crowd_cpu": 2.0, "compare
 TOKENS_CAPTION = re.compile(r"· (\d+) tokens ·")
 # Ctrl+Enter on the sidebar's text box at a given moment (ms since the epoch): Streamlit's text area commits on a
 # keydown of Enter with Ctrl held (its React handler does not ask whether the event came from a real key).
-PRESS_AT_JS = """at => { setTimeout(() => {
-  window.__pressLate = Date.now() - at;
-  document.querySelector('textarea[aria-label="Text"]').dispatchEvent(new KeyboardEvent('keydown',
-    {key: 'Enter', code: 'Enter', keyCode: 13, which: 13, ctrlKey: true, bubbles: true, cancelable: true}));
-}, Math.max(0, at - Date.now())); }"""
+PRESS_AT_JS = """at => { const box = document.querySelector('textarea[aria-label="Text"]');
+  if (!box) return false;
+  setTimeout(() => {
+    window.__pressLate = Date.now() - at;
+    box.dispatchEvent(new KeyboardEvent('keydown',
+      {key: 'Enter', code: 'Enter', keyCode: 13, which: 13, ctrlKey: true, bubbles: true, cancelable: true}));
+  }, Math.max(0, at - Date.now()));
+  return true; }"""
 CAPTION_JS = "() => Array.from(document.querySelectorAll('[data-testid=stCaptionContainer]')).map(e => e.innerText)"
 
 # A user's own script: the same weights in transformers, sentences sorted by length, batches of 64, every map.
@@ -184,7 +187,8 @@ def crowd(
         page.get_by_label("Text", exact=True).fill(text)
     at = time.time() + 0.5 + 0.05 * len(pages)  # the moment every page presses; set on each before it comes
     for page in pages:
-        page.evaluate(PRESS_AT_JS, 1e3 * at)
+        if not page.evaluate(PRESS_AT_JS, 1e3 * at):
+            sys.exit("error: a page has no text box labelled 'Text' to commit (the sidebar changed?)")
     cpu0 = cpu_seconds(pid)
     time.sleep(max(0.0, at - time.time()))
     t0 = time.perf_counter()
