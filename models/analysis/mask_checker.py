@@ -14,8 +14,12 @@
   mass        the attention the model puts on forbidden keys after softmax (exactly 0 when the mask is right)
 
 plus a diagnosis naming the classic bug when the mask is one (inverted, transposed, off by one, padding on the
-query axis, padding left visible). Messages are `Phrase`s (a code and values) so that the page can show them in
-any language; `Phrase.english()` is what the CLI prints.
+query axis or the wrong side, padding ignored, a term missing, another named mask): the mask's cells against the
+candidates of `models.masks.diagnosis`, the diagnoser check_attention shares. Messages are `Phrase`s (a code and
+values, `models.masks.phrases`) so that the page can show them in any language; `Phrase.english()` is what the
+CLI prints.
+
+An analysis, not part of `models.masks`: it runs the model (the encoder, its layers one by one).
 """
 
 from __future__ import annotations
@@ -30,14 +34,14 @@ from .. import settings
 from ..attention import Options
 from ..encoder import PARITY_TOLERANCE, Encoder
 from ..errors import InputError, MaskError
+from ..masks import conventions as masks
+from ..masks import diagnosis
+from ..masks.expectations import Expectation
+from ..masks.expectations import parse as parse_expectation
+from ..masks.phrases import MESSAGES, Phrase, _jsonable
+from ..masks.sources import resolve
 from ..network import Network
 from ..tokens import display_tokens
-from . import conventions as masks
-from . import diagnosis
-from .expectations import Expectation
-from .expectations import parse as parse_expectation
-from .phrases import MESSAGES, Phrase, _jsonable
-from .sources import resolve
 
 N_EXAMPLES = 5  # positions listed per finding
 PERTURB_TOKENS = 2048  # token budget of the behavioural test's batch (perturbed copies × seq)
