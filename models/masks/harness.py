@@ -11,8 +11,10 @@ confirmed by perturbing the forbidden inputs and watching the output move.
 
 The pattern is judged against the expectation (models.masks.expectations) closed over `depth` layers: real query
 positions may depend only on what the expectation allows; padded keys are never read by real queries; items of a
-batch never see each other. A likely cause is named when the pattern is a known bug: transposed, off by one,
-padding on the wrong axis or side, batch and sequence axes swapped, a mask applied after softmax without
+batch never see each other. A likely cause is named when the pattern is a known bug: the mask checker's classic
+bugs, built once by models.masks.diagnosis and named in the same words (transposed, inverted, off by one, a term
+missing, another named mask, padding ignored, on the query axis or on the wrong side), and what only outputs
+show: batch and sequence axes swapped, a target judged too shallow, a mask applied after softmax without
 renormalising, normalisation over the sequence axis, NaN from fully masked rows.
 
 Importing a target runs its code: this is for your own code, from the command line or Python. The web app never
