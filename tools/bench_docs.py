@@ -61,7 +61,7 @@ MEASURES: dict[str, list[str]] = {
     "train": ["models/training"],
     "memory": ["models/lecture/memory.py"],
     "heads": [*FORWARD, "models/analysis/heads.py"],
-    "masks": ["models/masks"],
+    "masks": ["models/masks", "models/analysis/mask_checker.py"],
     "attention_file": ["models/attention_file.py"],
     "render": ["viz"],
     "serve": [*FORWARD, "ui", "app_pages"],
