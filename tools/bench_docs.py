@@ -73,7 +73,7 @@ MEASURES: dict[str, list[str]] = {
         "models/analysis/corpus_ray.py",
         "models/cli/stats.py",
     ],
-    "long_lab": [*FORWARD, "models/analysis/cache.py", "models/analysis/needle.py", "models/masks"],
+    "long_lab": [*FORWARD, "models/analysis/cache.py", "models/analysis/needle.py", "models/masks/predicates.py"],
     "hostile": ["models/attention_file.py", "models/files.py", "models/settings.py"],
     "profile_server": [*FORWARD, "ui", "app_pages"],
     "profile_app": ["ui", "app_pages"],
