@@ -57,6 +57,10 @@ class Options:
     # caller's mask.
     mask: Predicate | None = None
     start: int = 0
+    # The caller's mask as a predicate (a user's mask_mod or expression) instead of a keep tensor, ANDed with
+    # `mask` where that is made: a long text's user mask never exists as (seq, seq). It may depend on the batch
+    # and head (made with those axes); the model's own `mask` is positions only.
+    user: Predicate | None = None
 
 
 # The named points of a layer's attention, in the order they happen, with their axes. `heads` is the number of
@@ -127,8 +131,8 @@ def eager_attention(
 ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """The "eager" implementation (transformers' eager_attention_forward): the layer's predicate made whole,
     K and V repeated per query head, then `attend_rows`. Arguments as `attend`'s (k, v not repeated)."""
-    if opts.mask is not None:
-        own = predicates.materialise(opts.mask, (opts.start, opts.start + q.size(2)), k.size(2), device=q.device)
+    if opts.mask is not None or opts.user is not None:
+        own = _made(opts, 0, q.size(2), 0, k.size(2), q.size(0), q.size(1), q.device)
         keep = own if keep is None else own & keep
     n_rep = q.size(1) // k.size(1)  # query heads per key/value head
     k = opts.hook("keys_rep", repeat_kv(k, n_rep))  # (B, nh, S, d_k)
@@ -165,24 +169,47 @@ def attend_rows(
 
 
 def block_keep(
-    keep: torch.Tensor | None, opts: Options, r0: int, r1: int, k0: int, k1: int, device: torch.device
+    keep: torch.Tensor | None,
+    opts: Options,
+    r0: int,
+    r1: int,
+    k0: int,
+    k1: int,
+    device: torch.device,
+    batch: int = 1,
+    heads: int = 1,
 ) -> torch.Tensor | None:
-    """Return the keep of query rows r0:r1 and keys k0:k1: the layer's predicate made for this block (opts.mask,
-    rows from opts.start) AND the caller's keep cut to it; None when neither hides anything."""
-    own = None
-    if opts.mask is not None:
-        own = predicates.materialise(opts.mask, (opts.start + r0, opts.start + r1), (k0, k1), device=device)
+    """Return the keep of query rows r0:r1 and keys k0:k1: the layer's predicate (opts.mask) AND the caller's
+    (opts.user, made with `batch` and `heads` axes when it depends on them) made for this block, rows from
+    opts.start, AND the caller's keep tensor cut to it; None when none of them hides anything."""
+    own = _made(opts, r0, r1, k0, k1, batch, heads, device)
     user = None if keep is None else _cut(keep, r0, r1, k0, k1)
     if own is None:
         return user
     return own if user is None else own & user
 
 
+def _made(
+    opts: Options, r0: int, r1: int, k0: int, k1: int, batch: int, heads: int, device: torch.device
+) -> torch.Tensor | None:
+    """Return opts.mask AND opts.user made for query rows r0:r1 (positions opts.start + r) and keys k0:k1."""
+    rows = (opts.start + r0, opts.start + r1)
+    own = None if opts.mask is None else predicates.materialise(opts.mask, rows, (k0, k1), device=device)
+    if opts.user is None:
+        return own
+    user = predicates.materialise(opts.user, rows, (k0, k1), batch=batch, heads=heads, device=device)
+    return user if own is None else own & user
+
+
 def key_range(opts: Options, r0: int, r1: int, n_keys: int) -> tuple[int, int]:
-    """Return the keys [k0, k1) query rows r0:r1 may see: the span of the layer's predicate (all without one)."""
-    if opts.mask is not None:
-        return opts.mask.keys(opts.start + r0, opts.start + r1, n_keys)
-    return 0, n_keys
+    """Return the keys [k0, k1) query rows r0:r1 may see: the span of the layer's predicate and of the caller's
+    (all keys without either; a user's function says nothing, so it spans every key)."""
+    k0, k1 = 0, n_keys
+    for pred in (opts.mask, opts.user):
+        if pred is not None:
+            a, b = pred.keys(opts.start + r0, opts.start + r1, n_keys)
+            k0, k1 = max(k0, a), min(k1, b)
+    return k0, max(k0, k1)
 
 
 def _cut(keep: torch.Tensor, r0: int, r1: int, k0: int, k1: int) -> torch.Tensor:
@@ -248,7 +275,7 @@ def _blocks(
         scores = work[: B * nh * n * m].view(B, n_kv, g * n, m)  # a group's heads' rows one after another
         torch.matmul(qs[:, :, r0:r1].reshape(B, n_kv, g * n, -1), kt[..., k0:k1], out=scores)
         scores = scores.view(B, nh, n, m)
-        hidden = block_keep(keep, opts, r0, r1, k0, k1, q.device)
+        hidden = block_keep(keep, opts, r0, r1, k0, k1, q.device, B, nh)
         if hidden is not None:
             _fill_hidden(scores, ~hidden, torch.finfo(scores.dtype).min if fill is None else fill)
         top = scores.amax(-1) if opts.lse_out is not None else None  # each row's largest score

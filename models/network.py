@@ -23,6 +23,7 @@ from .attention import RECORDED, Options, Recorder, no_hook
 from .maps import FORWARD_ROWS, LayerStore, OnDemandMaps, Pooled
 from .masks import predicates
 from .masks.conventions import combine
+from .masks.predicates import Predicate
 
 # Activations checkpoints name in `hidden_act` / `activation_function`, as torch functions.
 ACTIVATIONS = {
@@ -284,7 +285,7 @@ class Network(nn.Module):
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
-        keep: torch.Tensor | None = None,
+        keep: torch.Tensor | Predicate | None = None,
         *,
         cache: KVCache | None = None,
         causal: torch.Tensor | None = None,
@@ -300,21 +301,31 @@ class Network(nn.Module):
         start = cache.position if cache is not None else 0
         if start + T > self.max_positions:
             raise ValueError(f"{start + T} positions, but this model has {self.max_positions}")
+        first = options(0)
+        # A predicate keep (a user's mask_mod or expression) goes to the long loop as it is, made one block of rows
+        # at a time there; any other forward makes it whole here, once, with the axes it depends on.
+        user = keep if isinstance(keep, Predicate) else None
+        if user is not None and (first.implementation != "blocks" or causal is not None):
+            heads, dev = self.config.n_heads, input_ids.device
+            keep, user = predicates.materialise(user, (start, start + T), start + T, B, heads, device=dev), None
+        tensor_keep = None if isinstance(keep, Predicate) else keep
         x = self.embed(input_ids, token_type_ids, start)  # (B, T, d_model)
-        inputs = self.prepare(input_ids, keep, start, cache, causal)
+        inputs = self.prepare(input_ids, tensor_keep, start, cache, causal)
         if cache is not None:
-            inputs.keeps = cache.keeps_for(inputs.keeps, T, inputs.windows, keep)
+            inputs.keeps = cache.keeps_for(inputs.keeps, T, inputs.windows, tensor_keep)
         for i, layer in enumerate(self.layers):
             if record is not None:
                 record.hidden_states.append(x)
-            opts = options(i)
+            opts = first if i == 0 else options(i)
             layer_keep = inputs.keeps[i]
-            if opts.implementation == "blocks" and inputs.causal and causal is None:
-                # The long loop: the layer's own mask goes as a predicate, made one block of rows at a time (a
-                # block reads only the keys it allows); the layer's keep is the caller's alone.
-                opts.mask = predicates.causal_window(inputs.windows[i] if inputs.windows else None)
+            if opts.implementation == "blocks" and causal is None and (inputs.causal or user is not None):
+                # The long loop: the layer's own mask (and a user's predicate) go as predicates, made one block of
+                # rows at a time (a block reads only the keys they allow); the layer's keep is the caller's alone.
+                if inputs.causal:
+                    opts.mask = predicates.causal_window(inputs.windows[i] if inputs.windows else None)
+                opts.user = user
                 opts.start = inputs.start
-                layer_keep = keep
+                layer_keep = tensor_keep
             x, probs = layer(x, layer_keep, opts, inputs)
             yield x, probs
         if record is not None:
@@ -324,7 +335,7 @@ class Network(nn.Module):
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
-        keep: torch.Tensor | None = None,
+        keep: torch.Tensor | Predicate | None = None,
         head_gates: torch.Tensor | None = None,
         cache: KVCache | None = None,
         options: ForwardOptions = PLAIN,
@@ -333,7 +344,9 @@ class Network(nn.Module):
 
         input_ids, token_type_ids: (batch, seq) long (token types: segments of a pair; None = all 0).
         keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = may attend; a causal model ANDs it with
-            its own mask, which no keep can lift. None = the model's own mask alone.
+            its own mask, which no keep can lift. None = the model's own mask alone. Or a predicate
+            (models.masks.predicates.Predicate, rows = positions): made whole for a short forward, one block of
+            rows at a time in the long loop (on_demand) and one window at a time by its OnDemandMaps.
         head_gates: (layers, heads), or (batch, layers, heads) for per-item gates: multipliers on each head's
             context (Michel et al.'s ξ; 1 = unchanged, 0 = removed).
         cache: a KVCache to extend (decoders): input_ids are the new positions only, and attentions are
@@ -384,7 +397,7 @@ class Network(nn.Module):
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
-        keep: torch.Tensor | None = None,
+        keep: torch.Tensor | Predicate | None = None,
         *,
         names: Collection[str] | None = RECORDED,
         layers: Collection[int] | None = None,
@@ -406,7 +419,7 @@ class Network(nn.Module):
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None,
-        keep: torch.Tensor | None,
+        keep: torch.Tensor | Predicate | None,
         head_gates: torch.Tensor | None,
         options: ForwardOptions,
     ) -> ForwardResult:
@@ -457,10 +470,11 @@ class Network(nn.Module):
             )
             for i in sorted(kept)
         }
-        user = None
-        if keep is not None:
+        user: torch.Tensor | Predicate | None = keep if isinstance(keep, Predicate) else None
+        if isinstance(keep, torch.Tensor):
             k4 = keep if keep.dim() == 4 else keep.view(*([1] * (4 - keep.dim())), *keep.shape)
-            user = torch.broadcast_to(k4, (1, k4.shape[1], T, T))[0, 0]
+            per_head = torch.broadcast_to(k4, (1, k4.shape[1], T, T))[0]  # (heads or 1, T, T)
+            user = per_head if per_head.shape[0] > 1 else per_head[0]
         maps = OnDemandMaps(stores, cfg.n_layers, user, causal, tiles=tiles)
         hidden = None if maps_only else self.finish(outputs[0])
         return ForwardResult(last_hidden=hidden, attentions=maps)
