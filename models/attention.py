@@ -16,11 +16,13 @@ we need the weights themselves, and we want to show the code that makes them.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 
 from .masks import predicates
 from .masks.predicates import Predicate
@@ -335,6 +337,12 @@ class Recorder:
     names: the hook points kept (HOOK_POINTS; None = every one); layers: the layers kept (None = all); sites:
     also keep the file and line that made each tensor (the lecture's view of a layer). Every layer's input is
     kept in hidden_states when the network runs it (references, no copies).
+
+    rows: keep only these token positions (a long text's two cells, models.analysis.explain): every sequence
+    axis of a hook point (seq, q_pos, k_pos in HOOK_POINTS), of the layer inputs and of the watched modules (axis
+    1) is cut to them, in this order, as the tensors are made. `watch(module, name, "input" or "output")` also
+    keeps a module's input or output under `modules[name]` (forward hooks, removed by `close`); a model is shared
+    between threads (the app), so a watched module keeps only what the recorder's own thread computes.
     """
 
     names: Collection[str] | None = RECORDED
@@ -343,6 +351,44 @@ class Recorder:
     tensors: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per layer, by hook point
     where: list[dict[str, Site]] = field(default_factory=list)  # per layer, by hook point (with sites=True)
     hidden_states: list[torch.Tensor] = field(default_factory=list)  # [batch, seq, d_model]: layer inputs + last
+    rows: torch.Tensor | None = None  # long: positions kept on every sequence axis (None = all)
+    modules: dict[str, torch.Tensor] = field(default_factory=dict)  # watched modules' inputs and outputs, by name
+    thread: int = field(default_factory=threading.get_ident)
+    handles: list[Any] = field(default_factory=list, repr=False)
+
+    def cut(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        """Return t (hook point `name`'s, or (batch, seq, …) for other names) on the kept rows only."""
+        if self.rows is None:
+            return t
+        rows = self.rows.to(t.device)
+        for axis, what in enumerate(HOOK_POINTS.get(name, ("batch", "seq"))):
+            if what in ("seq", "q_pos", "k_pos"):
+                t = t.index_select(axis, rows)
+        return t
+
+    def layer_input(self, x: torch.Tensor) -> None:
+        """Keep a layer's input (the network calls it before each layer, and with the last layer's output)."""
+        self.hidden_states.append(x if self.rows is None else self.cut("", x))
+
+    def watch(self, module: nn.Module, name: str, what: str = "output") -> None:
+        """Keep `module`'s first input ("input") or its output ("output") as modules[name], this thread's only."""
+        if what not in ("input", "output"):
+            raise ValueError(f"a watched module keeps its input or its output, not {what!r}")
+
+        def keep(t: torch.Tensor) -> None:
+            if threading.get_ident() == self.thread:
+                self.modules[name] = self.cut("", t)
+
+        if what == "input":
+            self.handles.append(module.register_forward_pre_hook(lambda _m, args: keep(args[0])))
+        else:
+            self.handles.append(module.register_forward_hook(lambda _m, _args, out: keep(out)))
+
+    def close(self) -> None:
+        """Remove the watched modules' hooks."""
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
 
     def at(self, layer: int) -> Hook:
         """Return the hook for `layer` (no_hook for a layer not kept)."""
@@ -363,6 +409,15 @@ class Recorder:
                 return t
 
             return traced
+
+        if self.rows is not None:
+
+            def rows(name: str, t: torch.Tensor) -> torch.Tensor:
+                if names is None or name in names:
+                    kept[name] = self.cut(name, t)
+                return t
+
+            return rows
 
         def hook(name: str, t: torch.Tensor) -> torch.Tensor:
             if names is None or name in names:

@@ -11,7 +11,7 @@ A family (bert.py, gpt2.py, llama.py) writes its modules with the checkpoint's n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -167,6 +167,10 @@ class ForwardOptions:
         progress: called with the fraction of layers done.
     causal: a bool (seq, seq) mask used INSTEAD of a causal model's own, only to show what a wrong causal mask
         does (the troubleshooting page); None in every real use.
+    stop_at_layer: run layers 0 … stop_at_layer only (TransformerLens' stop_at_layer, but that layer included),
+        which stops at its probs (maps only): no map is kept but that layer's, and a long input (over
+        FORWARD_ROWS tokens) runs the "blocks" attention, so no layer's whole maps exist (attentions is then
+        None). last_hidden is None. What one cell's explanation needs (models.analysis.explain).
     """
 
     record: Recorder | None = None
@@ -176,6 +180,7 @@ class ForwardOptions:
     layers: Collection[int] | None = None
     progress: Callable[[float], None] | None = None
     causal: torch.Tensor | None = None
+    stop_at_layer: int | None = None
 
 
 PLAIN = ForwardOptions()
@@ -315,7 +320,7 @@ class Network(nn.Module):
             inputs.keeps = cache.keeps_for(inputs.keeps, T, inputs.windows, tensor_keep)
         for i, layer in enumerate(self.layers):
             if record is not None:
-                record.hidden_states.append(x)
+                record.layer_input(x)
             opts = first if i == 0 else options(i)
             layer_keep = inputs.keeps[i]
             if opts.implementation == "blocks" and causal is None and (inputs.causal or user is not None):
@@ -329,7 +334,7 @@ class Network(nn.Module):
             x, probs = layer(x, layer_keep, opts, inputs)
             yield x, probs
         if record is not None:
-            record.hidden_states.append(x)
+            record.layer_input(x)
 
     def forward(
         self,
@@ -356,6 +361,8 @@ class Network(nn.Module):
         """
         if options.on_demand:
             return self._forward_on_demand(input_ids, token_type_ids, keep, head_gates, options)
+        if options.stop_at_layer is not None:
+            return self._forward_to(options.stop_at_layer, input_ids, token_type_ids, keep, head_gates, options)
         rec = options.record
         causal = options.causal
         B, T = input_ids.shape  # batch, new positions
@@ -401,6 +408,8 @@ class Network(nn.Module):
         *,
         names: Collection[str] | None = RECORDED,
         layers: Collection[int] | None = None,
+        rows: Sequence[int] | torch.Tensor | None = None,
+        watch: Mapping[str, tuple[nn.Module, str]] | None = None,
         head_gates: torch.Tensor | None = None,
         cache: KVCache | None = None,
         options: ForwardOptions = PLAIN,
@@ -408,12 +417,57 @@ class Network(nn.Module):
         """Run the network and keep the hooked tensors (TransformerLens' run_with_cache(names_filter=…)).
 
         names: the hook points kept (attention.HOOK_POINTS; None = all of them); layers: the layers they are
-        kept from (None = all). Every layer's input is kept too (recorder.hidden_states). Returns the forward's
-        result and the recorder: rec["queries", 3], rec.stacked("context") (batch, layers, …).
+        kept from (None = all). Every layer's input is kept too (recorder.hidden_states). rows: keep only these
+        token positions on every sequence axis (Recorder.rows). watch: name → (module, "input" or "output"),
+        also kept (recorder.modules[name]) for this forward, from this thread only. Returns the forward's result
+        and the recorder: rec["queries", 3], rec.stacked("context") (batch, layers, …).
         """
-        rec = Recorder(names=names, layers=layers)
-        res = self.forward(input_ids, token_type_ids, keep, head_gates, cache, replace(options, record=rec))
+        picked = None if rows is None else torch.as_tensor(rows, dtype=torch.long, device=input_ids.device)
+        rec = Recorder(names=names, layers=layers, rows=picked)
+        try:
+            for name, (module, what) in (watch or {}).items():
+                rec.watch(module, name, what)
+            res = self.forward(input_ids, token_type_ids, keep, head_gates, cache, replace(options, record=rec))
+        finally:
+            rec.close()
         return res, rec
+
+    def _forward_to(
+        self,
+        stop: int,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        keep: torch.Tensor | Predicate | None,
+        head_gates: torch.Tensor | None,
+        options: ForwardOptions,
+    ) -> ForwardResult:
+        """The forward of layers 0 … stop (ForwardOptions.stop_at_layer): attentions is layer stop's probs
+        (batch, heads, q_pos, k_pos), or None for a long input (the "blocks" attention)."""
+        if not 0 <= stop < self.config.n_layers:
+            raise ValueError(f"stop_at_layer must be among 0–{self.config.n_layers - 1}, got {stop}")
+        if options.on_demand or options.causal is not None:
+            raise ValueError("a forward that stops at a layer runs the model's own mask, not on demand")
+        rec = options.record
+        how = "blocks" if input_ids.size(1) > FORWARD_ROWS else "eager"  # long: rows in blocks, as the app's
+
+        def layer_options(i: int) -> Options:
+            return Options(
+                hook=rec.at(i) if rec is not None else no_hook,
+                head_gates=None if head_gates is None else head_gates[..., i, :],
+                fill=options.fill,
+                maps_only=i == stop,
+                implementation=how,
+                rows=FORWARD_ROWS,
+            )
+
+        probs = None
+        for i, (_, p) in enumerate(
+            self.iter_layers(input_ids, token_type_ids, keep, options=layer_options, record=rec)
+        ):
+            if i == stop:
+                probs = p
+                break
+        return ForwardResult(last_hidden=None, attentions=probs, record=rec)
 
     def _forward_on_demand(
         self,
