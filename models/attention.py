@@ -135,7 +135,8 @@ def eager_attention(
     K and V repeated per query head, then `attend_rows`. Arguments as `attend`'s (k, v not repeated)."""
     if opts.mask is not None or opts.user is not None:
         own = _made(opts, 0, q.size(2), 0, k.size(2), q.size(0), q.size(1), q.device)
-        keep = own if keep is None else own & keep
+        if own is not None:
+            keep = own if keep is None else own & keep
     n_rep = q.size(1) // k.size(1)  # query heads per key/value head
     k = opts.hook("keys_rep", repeat_kv(k, n_rep))  # (B, nh, S, d_k)
     if v is not None:

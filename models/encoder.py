@@ -363,28 +363,29 @@ class Encoder:
 
     # ---- forward ------------------------------------------------------------------------------------
 
-    def keep_for(
-        self, mask: Any, seq: int, batch: int = 1, dense: bool = True
-    ) -> tuple[torch.Tensor | predicates.Predicate | None, str]:
+    def keep_for(self, mask: Any, seq: int, batch: int = 1) -> tuple[torch.Tensor | None, str]:
         """Return the user's mask as a keep tensor on the device (None = nothing hidden) and its name.
 
         mask: None, a named mask, a bool keep tensor, or a predicate (b, h, q_idx, kv_idx) → bool — a function
-        (FlexAttention's mask_mod, a transformers mask function, a BlockMask) or an expression over q_idx, kv_idx.
-        dense=False: a predicate comes back as it is (a Predicate), for the forward to make only where needed
-        (a long text: a block of rows, a window); dense=True makes it whole, (batch or 1, heads or 1, seq, seq).
+        (FlexAttention's mask_mod, a transformers mask function, a BlockMask) or an expression over q_idx, kv_idx
+        — made whole here, (batch or 1, heads or 1, seq, seq); `user_mask` keeps a predicate as one.
         """
+        keep, name = self.user_mask(mask, seq, batch)
+        if isinstance(keep, predicates.Predicate):
+            return predicates.materialise(keep, seq, batch=batch, heads=self.config.n_heads, device=self.device), name
+        return keep, name
+
+    def user_mask(self, mask: Any, seq: int, batch: int = 1) -> tuple[torch.Tensor | predicates.Predicate | None, str]:
+        """Return the user's mask as `keep_for` does, but a predicate as a Predicate: the forward makes it only
+        where it is needed (whole for a short text, a block of rows in the long loop, a window of a map on
+        demand), so a long text's mask never exists as (seq, seq)."""
         if mask is None:
             return None, "bidirectional"
         if isinstance(mask, str) and is_predicate_expression(mask):
             mask = predicate_expression(mask)  # e.g. '(kv_idx <= q_idx) & (q_idx - kv_idx < 4)'
         if not isinstance(mask, str | torch.Tensor) and (callable(mask) or hasattr(mask, "mask_mod")):
-            # A predicate (b, h, q_idx, kv_idx) → bool: made into this input's keep by the one function that does.
-            pred = predicates.as_predicate(mask)
-            if not dense:
-                return pred, pred.name
-            return predicates.materialise(
-                pred, seq, batch=batch, heads=self.config.n_heads, device=self.device
-            ), pred.name
+            pred = predicates.as_predicate(mask)  # a predicate (b, h, q_idx, kv_idx) → bool
+            return pred, pred.name
         if isinstance(mask, str):
             exp = masks.parse_expectation(mask, allow_empty=True, what="mask")
             return masks.named_keep(mask, seq, self.device), exp.name
@@ -433,7 +434,10 @@ class Encoder:
         on_demand = self._needs_on_demand(B, T, internals)
         # A long text's predicate mask stays a predicate: the forward makes it a block of rows at a time and the
         # maps one window at a time, so it never exists as (seq, seq).
-        user_keep, mask_name = self.keep_for(mask, T, B, dense=not on_demand or pad is not None)
+        if on_demand and pad is None:
+            user_keep, mask_name = self.user_mask(mask, T, B)
+        else:
+            user_keep, mask_name = self.keep_for(mask, T, B)
         keep: Any = user_keep if isinstance(user_keep, predicates.Predicate) else masks.combine(pad, user_keep)
         how = ForwardOptions(maps_only=not hidden, on_demand=on_demand, layers=layers, progress=progress)
         ids, types = input_ids.to(self.device), token_type_ids.to(self.device)

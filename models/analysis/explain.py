@@ -152,7 +152,7 @@ def explain(
     T = ids.shape[1]
     query, key = (query + T if query < 0 else query), (key + T if key < 0 else key)  # −1: the last token
     _check(enc, T, layer, head, query, key)
-    keep, _ = enc.keep_for(mask, T, dense=False)  # a predicate stays one: a long text's rows are made in blocks
+    keep, _ = enc.user_mask(mask, T)  # a predicate stays one: a long text's rows are made in blocks
     net, cfg, caps = enc.model, enc.config, enc.capabilities
     n_heads, d_k = cfg.n_heads, cfg.d_k
     g = caps.kv_head(head) if caps.grouped else head  # the key/value head query head `head` reads
