@@ -6,8 +6,8 @@ import numpy as np
 import streamlit as st
 
 from models import AttnVizError
+from models.analysis.mask_checker import EXAMPLES, MaskReport, example_expect
 from models.masks import CONVENTIONS
-from models.masks.checker import EXAMPLES, MaskReport, example_expect
 from ui import controls, state
 from ui.figures import HALF_PX, heatmap_words
 from ui.mask_report import checked, show_report

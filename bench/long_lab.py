@@ -78,7 +78,7 @@ def main() -> None:
     times = rec.table("Needle cases", ["context", "depth", "prompt tokens", "seconds", "answer"])
     for c in grid.cases:
         times.add(c.context, c.depth, c.prompt_tokens, round(c.seconds, 2), c.answer.strip()[:30])
-    rec.headline(f"needle grid found, {len(grid.cases)} cases", float(np.nansum(found)), unit="cases")
+    rec.headline(f"needle grid found, {len(grid.cases)} cases", int(np.nansum(found)), unit="cases")
     rec.note(f"needle grid: {needle_s:.1f} s in all; {grid.counted} answer tokens counted for the scores")
 
     text = CORPUS.read_text(encoding="utf-8")

@@ -6,7 +6,7 @@
     python bench/masks.py --part attention              # check-attention only: planted bugs and the speed target
     python bench/masks.py --part speed                  # the speed target alone
 
-Prints, per example in models.masks.checker.EXAMPLES: the verdict, the checks that fail, the diagnosis, the largest change
+Prints, per example in models.analysis.mask_checker.EXAMPLES: the verdict, the checks that fail, the diagnosis, the largest change
 of a shielded output in the behavioural test (0 for a correct mask), the largest attention mass on forbidden keys
 after softmax (0 for a correct mask) and the wall time of the whole check. Then the time of one causal check at
 each --tokens length (median of 5 after a warm-up).
@@ -33,7 +33,7 @@ import torch
 
 from bench.results import Record, load_average, variant
 from models import load_encoder
-from models.masks.checker import EXAMPLES, check_mask, example_expect
+from models.analysis.mask_checker import EXAMPLES, check_mask, example_expect
 from models.masks.harness import check_attention
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "masks"))

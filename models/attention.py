@@ -16,11 +16,13 @@ we need the weights themselves, and we want to show the code that makes them.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 
 from .masks import predicates
 from .masks.predicates import Predicate
@@ -57,6 +59,10 @@ class Options:
     # caller's mask.
     mask: Predicate | None = None
     start: int = 0
+    # The caller's mask as a predicate (a user's mask_mod or expression) instead of a keep tensor, ANDed with
+    # `mask` where that is made: a long text's user mask never exists as (seq, seq). It may depend on the batch
+    # and head (made with those axes); the model's own `mask` is positions only.
+    user: Predicate | None = None
 
 
 # The named points of a layer's attention, in the order they happen, with their axes. `heads` is the number of
@@ -127,9 +133,10 @@ def eager_attention(
 ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """The "eager" implementation (transformers' eager_attention_forward): the layer's predicate made whole,
     K and V repeated per query head, then `attend_rows`. Arguments as `attend`'s (k, v not repeated)."""
-    if opts.mask is not None:
-        own = predicates.materialise(opts.mask, (opts.start, opts.start + q.size(2)), k.size(2), device=q.device)
-        keep = own if keep is None else own & keep
+    if opts.mask is not None or opts.user is not None:
+        own = _made(opts, 0, q.size(2), 0, k.size(2), q.size(0), q.size(1), q.device)
+        if own is not None:
+            keep = own if keep is None else own & keep
     n_rep = q.size(1) // k.size(1)  # query heads per key/value head
     k = opts.hook("keys_rep", repeat_kv(k, n_rep))  # (B, nh, S, d_k)
     if v is not None:
@@ -165,24 +172,47 @@ def attend_rows(
 
 
 def block_keep(
-    keep: torch.Tensor | None, opts: Options, r0: int, r1: int, k0: int, k1: int, device: torch.device
+    keep: torch.Tensor | None,
+    opts: Options,
+    r0: int,
+    r1: int,
+    k0: int,
+    k1: int,
+    device: torch.device,
+    batch: int = 1,
+    heads: int = 1,
 ) -> torch.Tensor | None:
-    """Return the keep of query rows r0:r1 and keys k0:k1: the layer's predicate made for this block (opts.mask,
-    rows from opts.start) AND the caller's keep cut to it; None when neither hides anything."""
-    own = None
-    if opts.mask is not None:
-        own = predicates.materialise(opts.mask, (opts.start + r0, opts.start + r1), (k0, k1), device=device)
+    """Return the keep of query rows r0:r1 and keys k0:k1: the layer's predicate (opts.mask) AND the caller's
+    (opts.user, made with `batch` and `heads` axes when it depends on them) made for this block, rows from
+    opts.start, AND the caller's keep tensor cut to it; None when none of them hides anything."""
+    own = _made(opts, r0, r1, k0, k1, batch, heads, device)
     user = None if keep is None else _cut(keep, r0, r1, k0, k1)
     if own is None:
         return user
     return own if user is None else own & user
 
 
+def _made(
+    opts: Options, r0: int, r1: int, k0: int, k1: int, batch: int, heads: int, device: torch.device
+) -> torch.Tensor | None:
+    """Return opts.mask AND opts.user made for query rows r0:r1 (positions opts.start + r) and keys k0:k1."""
+    rows = (opts.start + r0, opts.start + r1)
+    own = None if opts.mask is None else predicates.materialise(opts.mask, rows, (k0, k1), device=device)
+    if opts.user is None:
+        return own
+    user = predicates.materialise(opts.user, rows, (k0, k1), batch=batch, heads=heads, device=device)
+    return user if own is None else own & user
+
+
 def key_range(opts: Options, r0: int, r1: int, n_keys: int) -> tuple[int, int]:
-    """Return the keys [k0, k1) query rows r0:r1 may see: the span of the layer's predicate (all without one)."""
-    if opts.mask is not None:
-        return opts.mask.keys(opts.start + r0, opts.start + r1, n_keys)
-    return 0, n_keys
+    """Return the keys [k0, k1) query rows r0:r1 may see: the span of the layer's predicate and of the caller's
+    (all keys without either; a user's function says nothing, so it spans every key)."""
+    k0, k1 = 0, n_keys
+    for pred in (opts.mask, opts.user):
+        if pred is not None:
+            a, b = pred.keys(opts.start + r0, opts.start + r1, n_keys)
+            k0, k1 = max(k0, a), min(k1, b)
+    return k0, max(k0, k1)
 
 
 def _cut(keep: torch.Tensor, r0: int, r1: int, k0: int, k1: int) -> torch.Tensor:
@@ -248,7 +278,7 @@ def _blocks(
         scores = work[: B * nh * n * m].view(B, n_kv, g * n, m)  # a group's heads' rows one after another
         torch.matmul(qs[:, :, r0:r1].reshape(B, n_kv, g * n, -1), kt[..., k0:k1], out=scores)
         scores = scores.view(B, nh, n, m)
-        hidden = block_keep(keep, opts, r0, r1, k0, k1, q.device)
+        hidden = block_keep(keep, opts, r0, r1, k0, k1, q.device, B, nh)
         if hidden is not None:
             _fill_hidden(scores, ~hidden, torch.finfo(scores.dtype).min if fill is None else fill)
         top = scores.amax(-1) if opts.lse_out is not None else None  # each row's largest score
@@ -308,6 +338,12 @@ class Recorder:
     names: the hook points kept (HOOK_POINTS; None = every one); layers: the layers kept (None = all); sites:
     also keep the file and line that made each tensor (the lecture's view of a layer). Every layer's input is
     kept in hidden_states when the network runs it (references, no copies).
+
+    rows: keep only these token positions (a long text's two cells, models.analysis.explain): every sequence
+    axis of a hook point (seq, q_pos, k_pos in HOOK_POINTS), of the layer inputs and of the watched modules (axis
+    1) is cut to them, in this order, as the tensors are made. `watch(module, name, "input" or "output")` also
+    keeps a module's input or output under `modules[name]` (forward hooks, removed by `close`); a model is shared
+    between threads (the app), so a watched module keeps only what the recorder's own thread computes.
     """
 
     names: Collection[str] | None = RECORDED
@@ -316,6 +352,44 @@ class Recorder:
     tensors: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per layer, by hook point
     where: list[dict[str, Site]] = field(default_factory=list)  # per layer, by hook point (with sites=True)
     hidden_states: list[torch.Tensor] = field(default_factory=list)  # [batch, seq, d_model]: layer inputs + last
+    rows: torch.Tensor | None = None  # long: positions kept on every sequence axis (None = all)
+    modules: dict[str, torch.Tensor] = field(default_factory=dict)  # watched modules' inputs and outputs, by name
+    thread: int = field(default_factory=threading.get_ident)
+    handles: list[Any] = field(default_factory=list, repr=False)
+
+    def cut(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        """Return t (hook point `name`'s, or (batch, seq, …) for other names) on the kept rows only."""
+        if self.rows is None:
+            return t
+        rows = self.rows.to(t.device)
+        for axis, what in enumerate(HOOK_POINTS.get(name, ("batch", "seq"))):
+            if what in ("seq", "q_pos", "k_pos"):
+                t = t.index_select(axis, rows)
+        return t
+
+    def layer_input(self, x: torch.Tensor) -> None:
+        """Keep a layer's input (the network calls it before each layer, and with the last layer's output)."""
+        self.hidden_states.append(x if self.rows is None else self.cut("", x))
+
+    def watch(self, module: nn.Module, name: str, what: str = "output") -> None:
+        """Keep `module`'s first input ("input") or its output ("output") as modules[name], this thread's only."""
+        if what not in ("input", "output"):
+            raise ValueError(f"a watched module keeps its input or its output, not {what!r}")
+
+        def keep(t: torch.Tensor) -> None:
+            if threading.get_ident() == self.thread:
+                self.modules[name] = self.cut("", t)
+
+        if what == "input":
+            self.handles.append(module.register_forward_pre_hook(lambda _m, args: keep(args[0])))
+        else:
+            self.handles.append(module.register_forward_hook(lambda _m, _args, out: keep(out)))
+
+    def close(self) -> None:
+        """Remove the watched modules' hooks."""
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
 
     def at(self, layer: int) -> Hook:
         """Return the hook for `layer` (no_hook for a layer not kept)."""
@@ -336,6 +410,15 @@ class Recorder:
                 return t
 
             return traced
+
+        if self.rows is not None:
+
+            def rows(name: str, t: torch.Tensor) -> torch.Tensor:
+                if names is None or name in names:
+                    kept[name] = self.cut(name, t)
+                return t
+
+            return rows
 
         def hook(name: str, t: torch.Tensor) -> torch.Tensor:
             if names is None or name in names:

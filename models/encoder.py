@@ -15,7 +15,7 @@ from . import families, settings
 from .attention import RECORDED
 from .capabilities import Capabilities
 from .errors import InputError, MaskError
-from .maps import OnDemandMaps
+from .maps import KeepOnDemand, OnDemandMaps
 from .masks import conventions as masks
 from .masks import predicates
 from .masks.expressions import is_predicate_expression, predicate_expression
@@ -59,7 +59,9 @@ class EncoderOutput:
     # layer, head and rows (`on_demand` says which; pages need not ask)
     attentions: Any
     hidden_states: torch.Tensor | None  # [seq, d_model] float32, output of the last layer; None: encode(hidden=False)
-    keep: torch.Tensor  # [q_pos, k_pos] bool, True = may attend: the mask the encoder applied (padding included)
+    # [q_pos, k_pos] bool, True = may attend: the mask the encoder applied (padding included); a long text's
+    # predicate mask: models.maps.KeepOnDemand, read the same way (a window is made when it is read)
+    keep: Any
     padding: torch.Tensor  # [seq] bool, True = real token, False = [PAD]
     mask: str = "bidirectional"  # the mask's name, or "custom" for a user tensor
     model: str = ""  # display name of the model
@@ -89,6 +91,8 @@ class EncoderOutput:
         w = self.capabilities.window(layer)
         if w is None:
             return self.keep
+        if isinstance(self.keep, KeepOnDemand):  # a long text's predicate mask: narrowed, still made when read
+            return self.keep & predicates.sliding_window(w)
         T = self.keep.shape[-1]
         return self.keep & masks.causal_keep(T, window=w)
 
@@ -363,18 +367,25 @@ class Encoder:
         """Return the user's mask as a keep tensor on the device (None = nothing hidden) and its name.
 
         mask: None, a named mask, a bool keep tensor, or a predicate (b, h, q_idx, kv_idx) → bool — a function
-        (FlexAttention's mask_mod, a transformers mask function, a BlockMask) or an expression over q_idx, kv_idx.
+        (FlexAttention's mask_mod, a transformers mask function, a BlockMask) or an expression over q_idx, kv_idx
+        — made whole here, (batch or 1, heads or 1, seq, seq); `user_mask` keeps a predicate as one.
         """
+        keep, name = self.user_mask(mask, seq, batch)
+        if isinstance(keep, predicates.Predicate):
+            return predicates.materialise(keep, seq, batch=batch, heads=self.config.n_heads, device=self.device), name
+        return keep, name
+
+    def user_mask(self, mask: Any, seq: int, batch: int = 1) -> tuple[torch.Tensor | predicates.Predicate | None, str]:
+        """Return the user's mask as `keep_for` does, but a predicate as a Predicate: the forward makes it only
+        where it is needed (whole for a short text, a block of rows in the long loop, a window of a map on
+        demand), so a long text's mask never exists as (seq, seq)."""
         if mask is None:
             return None, "bidirectional"
         if isinstance(mask, str) and is_predicate_expression(mask):
             mask = predicate_expression(mask)  # e.g. '(kv_idx <= q_idx) & (q_idx - kv_idx < 4)'
         if not isinstance(mask, str | torch.Tensor) and (callable(mask) or hasattr(mask, "mask_mod")):
-            # A predicate (b, h, q_idx, kv_idx) → bool: made into this input's keep by the one function that does.
-            pred = predicates.as_predicate(mask)
-            return predicates.materialise(
-                pred, seq, batch=batch, heads=self.config.n_heads, device=self.device
-            ), pred.name
+            pred = predicates.as_predicate(mask)  # a predicate (b, h, q_idx, kv_idx) → bool
+            return pred, pred.name
         if isinstance(mask, str):
             exp = masks.parse_expectation(mask, allow_empty=True, what="mask")
             return masks.named_keep(mask, seq, self.device), exp.name
@@ -420,10 +431,14 @@ class Encoder:
         cut = batch.cut
         B, T = input_ids.shape
         pad = masks.padding_keep(attention_mask).to(self.device) if not bool(attention_mask.all()) else None
-        user_keep, mask_name = self.keep_for(mask, T, B)
-        keep = masks.combine(pad, user_keep)
-
         on_demand = self._needs_on_demand(B, T, internals)
+        # A long text's predicate mask stays a predicate: the forward makes it a block of rows at a time and the
+        # maps one window at a time, so it never exists as (seq, seq).
+        if on_demand and pad is None:
+            user_keep, mask_name = self.user_mask(mask, T, B)
+        else:
+            user_keep, mask_name = self.keep_for(mask, T, B)
+        keep: Any = user_keep if isinstance(user_keep, predicates.Predicate) else masks.combine(pad, user_keep)
         how = ForwardOptions(maps_only=not hidden, on_demand=on_demand, layers=layers, progress=progress)
         ids, types = input_ids.to(self.device), token_type_ids.to(self.device)
         if internals:  # Q, K, V, scores and context of every layer, and every layer's input
@@ -432,13 +447,17 @@ class Encoder:
             res, rec = self.model(ids, types, keep, options=how), None
         # (B, layers, heads, q_pos, k_pos) float32; on demand: OnDemandMaps (layers, heads, q_pos, k_pos) of one text
         attentions = res.attentions.cpu()
-        if keep is None:
+        keep_qk: Any
+        if isinstance(keep, predicates.Predicate):  # head 0's, made only where it is read
+            own = predicates.and_masks(predicates.causal(), keep) if self.capabilities.causal else keep
+            keep_qk = KeepOnDemand(own, T, (B,))
+        elif keep is None:
             keep_qk = torch.ones(B, T, T, dtype=torch.bool)
         else:
             # The applied mask, per sentence: the same for every head unless the user gave per-head masks.
             k4 = masks.as_4d(keep)
             keep_qk = torch.broadcast_to(k4, (B, k4.shape[1], T, T))[:, 0].cpu().clone()
-        if self.capabilities.causal:
+        if self.capabilities.causal and isinstance(keep_qk, torch.Tensor):
             # A causal model applies its own mask inside every layer, ANDed with `keep` (sliding-window layers
             # narrow it further: EncoderOutput.layer_keep).
             keep_qk &= masks.causal_keep(T)

@@ -77,15 +77,17 @@ class LayerStore:
 class OnDemandMaps:
     """Every kept layer's maps of one text, (layers, heads, q_pos, k_pos), made when asked (see the module doc).
 
-    keep: (q_pos, k_pos) bool, the caller's mask as applied (padding, a user mask), or None; causal: the model's
-    own causal mask applies (and each layer's window). Layers not kept (export of a few) raise on access.
+    keep: (q_pos, k_pos) bool, the caller's mask as applied (padding, a user mask; (heads, q_pos, k_pos) when it
+    differs per head), a predicate (a user's mask
+    made one window at a time, per head when it depends on the head), or None; causal: the model's own causal
+    mask applies (and each layer's window). Layers not kept (export of a few) raise on access.
     """
 
     def __init__(
         self,
         layers: dict[int, LayerStore],
         n_layers: int,
-        keep: torch.Tensor | None,
+        keep: torch.Tensor | Predicate | None,
         causal: bool,
         start: int = 0,
         tiles: dict[int, Pooled] | None = None,
@@ -155,13 +157,15 @@ class OnDemandMaps:
         out = torch.zeros(q.shape[0], r1 - r0, c1 - c0, dtype=torch.float32, device=q.device)
         for b0 in range(r0, r1, ROW_BLOCK):
             b1 = min(r1, b0 + ROW_BLOCK)
-            own = self.layer_mask(s)
-            k0, k1 = (0, self.n_k) if own is None else own.keys(self.start + b0, self.start + b1, self.n_k)
-            k0, k1 = max(k0, c0), min(k1, c1)
+            k0, k1 = c0, c1
+            for pred in (self.layer_mask(s), self.keep if isinstance(self.keep, Predicate) else None):
+                if pred is not None:  # the keys these rows can see at all
+                    a, b = pred.keys(self.start + b0, self.start + b1, self.n_k)
+                    k0, k1 = max(k0, a), min(k1, b)
             if k1 <= k0:
                 continue
             scores = torch.matmul(q[:, b0:b1] * s.scale, k[:, k0:k1].transpose(-2, -1)).float()  # (h, rows, keys)
-            allowed = self._allowed(s, b0, b1, k0, k1, q.device)
+            allowed = self._allowed(s, b0, b1, k0, k1, q.device, heads)
             probs = torch.exp(scores - lse[:, b0:b1, None])
             if allowed is not None:
                 probs = probs.masked_fill(~allowed, 0.0)
@@ -172,14 +176,24 @@ class OnDemandMaps:
         """Return the layer's own mask as a predicate (causal, narrowed by its window); None for a bidirectional one."""
         return predicates.causal_window(s.window) if self.causal else None
 
-    def _allowed(self, s: LayerStore, r0: int, r1: int, k0: int, k1: int, device: torch.device) -> torch.Tensor | None:
-        """Return (r1 − r0, k1 − k0) bool: which of these cells the layer's mask let through (None: all)."""
+    def _allowed(
+        self, s: LayerStore, r0: int, r1: int, k0: int, k1: int, device: torch.device, heads: Any = slice(None)
+    ) -> torch.Tensor | None:
+        """Return (r1 − r0, k1 − k0) bool, or (len(heads), …) for a user predicate that depends on the head: which
+        of these cells the layer's mask and the caller's let through (None: all)."""
         allowed = None
         own = self.layer_mask(s)
-        if own is not None:  # the predicate made for this window only (rows are positions start + r)
-            allowed = predicates.materialise(own, (self.start + r0, self.start + r1), (k0, k1), device=device)[0, 0]
-        if self.keep is not None:
-            user = self.keep[r0:r1, k0:k1].to(device)
+        rows = (self.start + r0, self.start + r1)  # the predicates made for this window only
+        if own is not None:
+            allowed = predicates.materialise(own, rows, (k0, k1), device=device)[0, 0]
+        if isinstance(self.keep, Predicate):
+            made = predicates.materialise(self.keep, rows, (k0, k1), heads=self.n_heads, device=device)[0]
+            user = made[heads] if made.shape[0] > 1 else made[0]  # (h, rows, keys) or (rows, keys)
+            allowed = user if allowed is None else allowed & user
+        elif self.keep is not None:  # (q_pos, k_pos), or (heads, q_pos, k_pos) for per-head masks
+            user = self.keep[..., r0:r1, k0:k1].to(device)
+            if user.dim() == 3:
+                user = user[heads] if user.shape[0] > 1 else user[0]
             allowed = user if allowed is None else allowed & user
         return allowed
 
@@ -255,6 +269,93 @@ class OnDemandMaps:
         if missing:
             raise BudgetError(f"layers {missing[:5]} were not kept: only {sorted(self.layers)} can be read")
         return torch.stack([self[i] for i in range(self.n_layers)])
+
+
+class KeepOnDemand:
+    """A long text's applied mask, (*lead, q_pos, k_pos) bool, kept as its predicate and made only where read.
+
+    EncoderOutput.keep of a long text whose mask is a predicate (a user's mask_mod or expression, ANDed with the
+    model's causal mask): a window `keep[r0:r1, c0:c1]` is made alone (models.masks.predicates.materialise);
+    the whole square only when asked for (`dense`, `numpy`, `&` with a tensor), within ATTENTION_LENS_MAX_MAP_MB.
+    Head 0's mask, as EncoderOutput.keep is for a tensor mask. The leading axes (a batch of one) have size 1.
+    """
+
+    dtype = torch.bool
+
+    def __init__(self, pred: Predicate, n: int, lead: tuple[int, ...] = ()):
+        self.pred, self.n, self.lead = pred, n, lead
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((*self.lead, self.n, self.n))
+
+    def dim(self) -> int:
+        return len(self.lead) + 2
+
+    def window(self, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
+        """Return (r1 − r0, c1 − c0) bool: the mask of query rows r0:r1 over keys c0:c1."""
+        settings.require("max_map_mb", math.ceil((r1 - r0) * (c1 - c0) / (1 << 20)), "the mask's window")
+        return predicates.materialise(self.pred, (r0, r1), (c0, c1))[0, 0]
+
+    def __getitem__(self, index: Any) -> Any:
+        """Return keep[i, rows, cols] (leading axes: 0 or a slice): a window is made, the whole stays lazy."""
+        index = index if isinstance(index, tuple) else (index,)
+        kept: list[int] = []
+        for ax, size in enumerate(self.lead):
+            at = index[ax] if ax < len(index) else slice(None)
+            if isinstance(at, int):
+                if not -size <= at < size:
+                    raise IndexError(f"index {at} is out of range for an axis of size {size}")
+            elif not isinstance(at, slice) or at.indices(size) != (0, size, 1):
+                raise TypeError("a mask on demand takes 0 or : on its batch axis")
+            else:
+                kept.append(size)
+        rows = index[len(self.lead)] if len(index) > len(self.lead) else slice(None)
+        cols = index[len(self.lead) + 1] if len(index) > len(self.lead) + 1 else slice(None)
+        whole = (0, self.n, 1)
+        if all(isinstance(a, slice) and a.indices(self.n) == whole for a in (rows, cols)):
+            return KeepOnDemand(self.pred, self.n, tuple(kept))
+        r = slice(rows, rows + 1) if isinstance(rows, int) else rows
+        c = slice(cols, cols + 1) if isinstance(cols, int) else cols
+        r0, r1, rs = r.indices(self.n)
+        c0, c1, cs = c.indices(self.n)
+        if rs != 1 or cs != 1:
+            raise TypeError("a mask on demand is read in windows with step 1")
+        out = self.window(r0, max(r0, r1), c0, max(c0, c1))
+        if isinstance(cols, int):
+            out = out[:, 0]
+        if isinstance(rows, int):
+            out = out[0]
+        return out.view(*kept, *out.shape)
+
+    def dense(self) -> torch.Tensor:
+        """Return the whole mask as a tensor (*lead, q_pos, k_pos), within ATTENTION_LENS_MAX_MAP_MB."""
+        return self.window(0, self.n, 0, self.n).view(self.shape)
+
+    def numpy(self) -> Any:
+        return self.dense().numpy()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def cpu(self) -> KeepOnDemand:
+        return self
+
+    def all(self) -> torch.Tensor:
+        return self.dense().all()
+
+    def __and__(self, other: Any) -> Any:
+        """A predicate narrows it and stays lazy (a layer's window); a tensor makes it whole."""
+        if isinstance(other, Predicate):
+            return KeepOnDemand(predicates.and_masks(self.pred, other), self.n, self.lead)
+        return self.dense() & other
+
+    def __or__(self, other: Any) -> torch.Tensor:
+        return self.dense() | (other.dense() if isinstance(other, KeepOnDemand) else other)
+
+    def __invert__(self) -> torch.Tensor:
+        return ~self.dense()
 
 
 def pool_factor(n_q: int, n_k: int, size: int) -> int:

@@ -11,7 +11,7 @@ A family (bert.py, gpt2.py, llama.py) writes its modules with the checkpoint's n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,6 +23,7 @@ from .attention import RECORDED, Options, Recorder, no_hook
 from .maps import FORWARD_ROWS, LayerStore, OnDemandMaps, Pooled
 from .masks import predicates
 from .masks.conventions import combine
+from .masks.predicates import Predicate
 
 # Activations checkpoints name in `hidden_act` / `activation_function`, as torch functions.
 ACTIVATIONS = {
@@ -166,6 +167,10 @@ class ForwardOptions:
         progress: called with the fraction of layers done.
     causal: a bool (seq, seq) mask used INSTEAD of a causal model's own, only to show what a wrong causal mask
         does (the troubleshooting page); None in every real use.
+    stop_at_layer: run layers 0 … stop_at_layer only (TransformerLens' stop_at_layer, but that layer included),
+        which stops at its probs (maps only): no map is kept but that layer's, and a long input (over
+        FORWARD_ROWS tokens) runs the "blocks" attention, so no layer's whole maps exist (attentions is then
+        None). last_hidden is None. What one cell's explanation needs (models.analysis.explain).
     """
 
     record: Recorder | None = None
@@ -175,6 +180,7 @@ class ForwardOptions:
     layers: Collection[int] | None = None
     progress: Callable[[float], None] | None = None
     causal: torch.Tensor | None = None
+    stop_at_layer: int | None = None
 
 
 PLAIN = ForwardOptions()
@@ -284,7 +290,7 @@ class Network(nn.Module):
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
-        keep: torch.Tensor | None = None,
+        keep: torch.Tensor | Predicate | None = None,
         *,
         cache: KVCache | None = None,
         causal: torch.Tensor | None = None,
@@ -300,31 +306,41 @@ class Network(nn.Module):
         start = cache.position if cache is not None else 0
         if start + T > self.max_positions:
             raise ValueError(f"{start + T} positions, but this model has {self.max_positions}")
+        first = options(0)
+        # A predicate keep (a user's mask_mod or expression) goes to the long loop as it is, made one block of rows
+        # at a time there; any other forward makes it whole here, once, with the axes it depends on.
+        user = keep if isinstance(keep, Predicate) else None
+        if user is not None and (first.implementation != "blocks" or causal is not None):
+            heads, dev = self.config.n_heads, input_ids.device
+            keep, user = predicates.materialise(user, (start, start + T), start + T, B, heads, device=dev), None
+        tensor_keep = None if isinstance(keep, Predicate) else keep
         x = self.embed(input_ids, token_type_ids, start)  # (B, T, d_model)
-        inputs = self.prepare(input_ids, keep, start, cache, causal)
+        inputs = self.prepare(input_ids, tensor_keep, start, cache, causal)
         if cache is not None:
-            inputs.keeps = cache.keeps_for(inputs.keeps, T, inputs.windows, keep)
+            inputs.keeps = cache.keeps_for(inputs.keeps, T, inputs.windows, tensor_keep)
         for i, layer in enumerate(self.layers):
             if record is not None:
-                record.hidden_states.append(x)
-            opts = options(i)
+                record.layer_input(x)
+            opts = first if i == 0 else options(i)
             layer_keep = inputs.keeps[i]
-            if opts.implementation == "blocks" and inputs.causal and causal is None:
-                # The long loop: the layer's own mask goes as a predicate, made one block of rows at a time (a
-                # block reads only the keys it allows); the layer's keep is the caller's alone.
-                opts.mask = predicates.causal_window(inputs.windows[i] if inputs.windows else None)
+            if opts.implementation == "blocks" and causal is None and (inputs.causal or user is not None):
+                # The long loop: the layer's own mask (and a user's predicate) go as predicates, made one block of
+                # rows at a time (a block reads only the keys they allow); the layer's keep is the caller's alone.
+                if inputs.causal:
+                    opts.mask = predicates.causal_window(inputs.windows[i] if inputs.windows else None)
+                opts.user = user
                 opts.start = inputs.start
-                layer_keep = keep
+                layer_keep = tensor_keep
             x, probs = layer(x, layer_keep, opts, inputs)
             yield x, probs
         if record is not None:
-            record.hidden_states.append(x)
+            record.layer_input(x)
 
     def forward(
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
-        keep: torch.Tensor | None = None,
+        keep: torch.Tensor | Predicate | None = None,
         head_gates: torch.Tensor | None = None,
         cache: KVCache | None = None,
         options: ForwardOptions = PLAIN,
@@ -333,7 +349,9 @@ class Network(nn.Module):
 
         input_ids, token_type_ids: (batch, seq) long (token types: segments of a pair; None = all 0).
         keep: bool broadcastable to (batch, heads, q_pos, k_pos), True = may attend; a causal model ANDs it with
-            its own mask, which no keep can lift. None = the model's own mask alone.
+            its own mask, which no keep can lift. None = the model's own mask alone. Or a predicate
+            (models.masks.predicates.Predicate, rows = positions): made whole for a short forward, one block of
+            rows at a time in the long loop (on_demand) and one window at a time by its OnDemandMaps.
         head_gates: (layers, heads), or (batch, layers, heads) for per-item gates: multipliers on each head's
             context (Michel et al.'s ξ; 1 = unchanged, 0 = removed).
         cache: a KVCache to extend (decoders): input_ids are the new positions only, and attentions are
@@ -343,6 +361,8 @@ class Network(nn.Module):
         """
         if options.on_demand:
             return self._forward_on_demand(input_ids, token_type_ids, keep, head_gates, options)
+        if options.stop_at_layer is not None:
+            return self._forward_to(options.stop_at_layer, input_ids, token_type_ids, keep, head_gates, options)
         rec = options.record
         causal = options.causal
         B, T = input_ids.shape  # batch, new positions
@@ -384,10 +404,12 @@ class Network(nn.Module):
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
-        keep: torch.Tensor | None = None,
+        keep: torch.Tensor | Predicate | None = None,
         *,
         names: Collection[str] | None = RECORDED,
         layers: Collection[int] | None = None,
+        rows: Sequence[int] | torch.Tensor | None = None,
+        watch: Mapping[str, tuple[nn.Module, str]] | None = None,
         head_gates: torch.Tensor | None = None,
         cache: KVCache | None = None,
         options: ForwardOptions = PLAIN,
@@ -395,18 +417,63 @@ class Network(nn.Module):
         """Run the network and keep the hooked tensors (TransformerLens' run_with_cache(names_filter=…)).
 
         names: the hook points kept (attention.HOOK_POINTS; None = all of them); layers: the layers they are
-        kept from (None = all). Every layer's input is kept too (recorder.hidden_states). Returns the forward's
-        result and the recorder: rec["queries", 3], rec.stacked("context") (batch, layers, …).
+        kept from (None = all). Every layer's input is kept too (recorder.hidden_states). rows: keep only these
+        token positions on every sequence axis (Recorder.rows). watch: name → (module, "input" or "output"),
+        also kept (recorder.modules[name]) for this forward, from this thread only. Returns the forward's result
+        and the recorder: rec["queries", 3], rec.stacked("context") (batch, layers, …).
         """
-        rec = Recorder(names=names, layers=layers)
-        res = self.forward(input_ids, token_type_ids, keep, head_gates, cache, replace(options, record=rec))
+        picked = None if rows is None else torch.as_tensor(rows, dtype=torch.long, device=input_ids.device)
+        rec = Recorder(names=names, layers=layers, rows=picked)
+        try:
+            for name, (module, what) in (watch or {}).items():
+                rec.watch(module, name, what)
+            res = self.forward(input_ids, token_type_ids, keep, head_gates, cache, replace(options, record=rec))
+        finally:
+            rec.close()
         return res, rec
+
+    def _forward_to(
+        self,
+        stop: int,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        keep: torch.Tensor | Predicate | None,
+        head_gates: torch.Tensor | None,
+        options: ForwardOptions,
+    ) -> ForwardResult:
+        """The forward of layers 0 … stop (ForwardOptions.stop_at_layer): attentions is layer stop's probs
+        (batch, heads, q_pos, k_pos), or None for a long input (the "blocks" attention)."""
+        if not 0 <= stop < self.config.n_layers:
+            raise ValueError(f"stop_at_layer must be among 0–{self.config.n_layers - 1}, got {stop}")
+        if options.on_demand or options.causal is not None:
+            raise ValueError("a forward that stops at a layer runs the model's own mask, not on demand")
+        rec = options.record
+        how = "blocks" if input_ids.size(1) > FORWARD_ROWS else "eager"  # long: rows in blocks, as the app's
+
+        def layer_options(i: int) -> Options:
+            return Options(
+                hook=rec.at(i) if rec is not None else no_hook,
+                head_gates=None if head_gates is None else head_gates[..., i, :],
+                fill=options.fill,
+                maps_only=i == stop,
+                implementation=how,
+                rows=FORWARD_ROWS,
+            )
+
+        probs = None
+        for i, (_, p) in enumerate(
+            self.iter_layers(input_ids, token_type_ids, keep, options=layer_options, record=rec)
+        ):
+            if i == stop:
+                probs = p
+                break
+        return ForwardResult(last_hidden=None, attentions=probs, record=rec)
 
     def _forward_on_demand(
         self,
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None,
-        keep: torch.Tensor | None,
+        keep: torch.Tensor | Predicate | None,
         head_gates: torch.Tensor | None,
         options: ForwardOptions,
     ) -> ForwardResult:
@@ -457,10 +524,11 @@ class Network(nn.Module):
             )
             for i in sorted(kept)
         }
-        user = None
-        if keep is not None:
+        user: torch.Tensor | Predicate | None = keep if isinstance(keep, Predicate) else None
+        if isinstance(keep, torch.Tensor):
             k4 = keep if keep.dim() == 4 else keep.view(*([1] * (4 - keep.dim())), *keep.shape)
-            user = torch.broadcast_to(k4, (1, k4.shape[1], T, T))[0, 0]
+            per_head = torch.broadcast_to(k4, (1, k4.shape[1], T, T))[0]  # (heads or 1, T, T)
+            user = per_head if per_head.shape[0] > 1 else per_head[0]
         maps = OnDemandMaps(stores, cfg.n_layers, user, causal, tiles=tiles)
         hidden = None if maps_only else self.finish(outputs[0])
         return ForwardResult(last_hidden=hidden, attentions=maps)

@@ -5,7 +5,7 @@ become dotted keys ("explore.title"). tests/app/test_i18n.py holds both language
 {placeholders}, so neither can fall behind.
 
 English that the command line prints too lives once, in models (which has no streamlit): the mask checker's
-messages are `models.masks.checker.MESSAGES`, merged here as `masks.msg.<code>`, a corpus's refusals
+messages (and check-attention's causes) are `models.masks.phrases.MESSAGES`, merged here as `masks.msg.<code>`, a corpus's refusals
 `models.analysis.corpus.MESSAGES`, merged as `corpus.msg.<code>`, and the training flags
 `models.training.recorder.FLAGS`, merged as `train.flag.<name>`; ui/locales/zh holds their Chinese.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from models.analysis.corpus import MESSAGES as CORPUS_MESSAGES
-from models.masks.checker import MESSAGES as MASK_MESSAGES
+from models.masks.phrases import MESSAGES as MASK_MESSAGES
 from models.training.recorder import FLAGS as TRAINING_FLAGS
 
 LOCALES = Path(__file__).resolve().parent / "locales"

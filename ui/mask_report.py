@@ -1,11 +1,11 @@
-"""Show a mask checker's report (models.masks.checker.MaskReport): verdict, diagnosis, evidence. Used by several pages."""
+"""Show a mask checker's report (models.analysis.mask_checker.MaskReport): verdict, diagnosis, evidence. Used by several pages."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from models.analysis.mask_checker import MaskReport, check_mask
 from models.masks import load_mask_bytes
-from models.masks.checker import MaskReport, check_mask
 
 from . import cache, debug, results
 from .safe import md

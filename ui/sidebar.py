@@ -8,6 +8,7 @@ import torch
 from models import AttnVizError, Capabilities, Encoder, EncoderOutput, ModelNotAllowedError, settings
 from models.attention_file import AttentionMaps
 from models.masks import Expectation, parse_expectation
+from models.masks.expressions import is_predicate_expression, predicate_expression
 
 from . import cache, presentation, source, state
 from .i18n import LANGUAGES
@@ -150,13 +151,14 @@ def _mask_picker(decoder: bool = False) -> None:
     One grammar (models.masks.expectations) for the picker, --mask, --expect and encode(mask=...).
     """
     current = state.get("mask")
-    exp = _parsed(current)
+    typed_predicate = _predicate(current)  # a predicate expression over q_idx, kv_idx, b, h: a custom mask
+    exp = None if typed_predicate else _parsed(current)
     terms = exp.terms if exp is not None else ()
-    single = len(terms) <= 1 and all(t.kind in MASK_KINDS for t in terms)
+    single = not typed_predicate and len(terms) <= 1 and all(t.kind in MASK_KINDS for t in terms)
     kind = (terms[0].kind if terms else "bidirectional") if single else CUSTOM_MASK
     param = terms[0].value if single and terms and isinstance(terms[0].value, int) else None
     if "mask_kind" not in st.session_state:  # first run: the mask came from a link or the default
-        if exp is None:
+        if exp is None and not typed_predicate:
             st.warning(t("sidebar.mask_unknown", given=md(str(current))[:200]))
             kind = "bidirectional"
         elif param is not None and param > MASK_PARAM_MAX:
@@ -187,15 +189,31 @@ def _mask_picker(decoder: bool = False) -> None:
         st.session_state["mask"] = f"{kind}:{int(value)}"
     elif kind == CUSTOM_MASK:
         if "mask_custom" not in st.session_state:
-            st.session_state["mask_custom"] = current if exp is not None and not single else "causal+window:3"
+            given = typed_predicate or (exp is not None and not single)
+            st.session_state["mask_custom"] = current if given else "causal+window:3"
         typed = st.text_input(t("sidebar.mask_custom"), key="mask_custom", help=t("sidebar.mask_custom_help"))
         try:
-            st.session_state["mask"] = parse_expectation(typed).name
+            if is_predicate_expression(typed):  # checked by the restricted expression language, never eval'd
+                predicate_expression(typed)
+                st.session_state["mask"] = " ".join(typed.split())
+            else:
+                st.session_state["mask"] = parse_expectation(typed).name
         except AttnVizError as err:
             st.error(t("sidebar.mask_custom_bad", reason=str(err)))
             st.session_state["mask"] = "bidirectional"
     else:
         st.session_state["mask"] = "bidirectional" if kind == BUILT_IN else kind
+
+
+def _predicate(spec: object) -> bool:
+    """Return whether spec is a valid predicate expression (e.g. `(kv_idx <= q_idx) & (q_idx - kv_idx < 4)`)."""
+    if not isinstance(spec, str) or not is_predicate_expression(spec):
+        return False
+    try:
+        predicate_expression(spec)
+    except AttnVizError:
+        return False
+    return True
 
 
 def _parsed(spec: object) -> Expectation | None:

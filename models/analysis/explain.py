@@ -12,14 +12,13 @@ rotation, before the mask. It is a sum three ways, each exact:
   the constant terms (norm and projection biases) — and q_i and k_j are sums of those parts' images. The score is
   then Σ_a Σ_b scale · q_i^a · k_j^b: a (components × components) table.
 
-The parts are recorded by running the model's own modules (attention hook points, forward hooks on the modules a
-family names in `block_parts`), on the text as the model reads it, up to layer L and no further.
+The parts are recorded by running the model's own modules through `Network.run_with_cache` (attention hook points,
+the modules a family names in `block_parts` watched), on the text as the model reads it, up to layer L and no
+further, keeping the two tokens' rows only.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +26,11 @@ import numpy as np
 import torch
 
 from .. import settings
-from ..attention import Options, no_hook
 from ..encoder import Encoder
 from ..errors import InputError
-from ..maps import FORWARD_ROWS
-from ..masks.conventions import causal_keep
-from ..network import FrozenNorm, freeze_norm
+from ..masks import predicates
+from ..masks.predicates import Predicate
+from ..network import ForwardOptions, FrozenNorm, freeze_norm
 from ..rotary import apply_rotary, rope_frequencies, rotary_pairs
 
 TOP = 10  # component pairs listed in `top`
@@ -130,45 +128,6 @@ def _check(enc: Encoder, n_tokens: int, layer: int, head: int, query: int, key: 
             raise InputError(f"{name} {value} is outside 0 … {n_tokens - 1} (the text has {n_tokens} tokens)")
 
 
-class _Tape:
-    """What one forward leaves on its hooks, at two token positions only (rows), for this thread only.
-
-    A model is shared (the app's cache): forward hooks on its modules see every thread's forward, so each hook
-    keeps only what its own thread computes.
-    """
-
-    def __init__(self, rows: torch.Tensor):
-        self.rows = rows
-        self.thread = threading.get_ident()
-        self.kept: dict[str, torch.Tensor] = {}
-        self.handles: list[Any] = []
-
-    def mine(self) -> bool:
-        return threading.get_ident() == self.thread
-
-    def keep(self, name: str, t: torch.Tensor) -> None:
-        self.kept[name] = t[0, self.rows].detach().double()  # (2, …): batch 0, the two rows
-
-    def on_input(self, module: torch.nn.Module, name: str) -> None:
-        def pre(_m: torch.nn.Module, args: tuple[Any, ...]) -> None:
-            if self.mine():
-                self.keep(name, args[0])
-
-        self.handles.append(module.register_forward_pre_hook(pre))
-
-    def on_output(self, module: torch.nn.Module, name: str) -> None:
-        def post(_m: torch.nn.Module, _args: tuple[Any, ...], out: torch.Tensor) -> None:
-            if self.mine():
-                self.keep(name, out)
-
-        self.handles.append(module.register_forward_hook(post))
-
-    def close(self) -> None:
-        for h in self.handles:
-            h.remove()
-        self.handles.clear()
-
-
 @torch.inference_mode()
 def explain(
     enc: Encoder,
@@ -193,7 +152,7 @@ def explain(
     T = ids.shape[1]
     query, key = (query + T if query < 0 else query), (key + T if key < 0 else key)  # −1: the last token
     _check(enc, T, layer, head, query, key)
-    keep, _ = enc.keep_for(mask, T)
+    keep, _ = enc.user_mask(mask, T)  # a predicate stays one: a long text's rows are made in blocks
     net, cfg, caps = enc.model, enc.config, enc.capabilities
     n_heads, d_k = cfg.n_heads, cfg.d_k
     g = caps.kv_head(head) if caps.grouped else head  # the key/value head query head `head` reads
@@ -210,65 +169,50 @@ def explain(
             )
     want_table = components and refused is None
 
-    rows = torch.tensor([query, key], device=enc.device)
-    tape = _Tape(rows)
+    # One forward through run_with_cache, up to layer L: its queries, keys and scores, and (for the table) what
+    # each earlier layer wrote to the stream, kept at the two tokens only (rows) and from this thread only.
     emb_norm = net.embedding_norm()
-    try:
-        if want_table:
-            tape.on_input(net.layers[0], "x0")
-            if emb_norm is not None:
-                tape.on_input(emb_norm, "emb_in")
-            for i, p in enumerate(parts):
-                tape.on_input(net.layers[i], f"x{i}")
-                if i < layer:
-                    tape.on_output(p.mlp, f"mlp{i}")
-                    for n_i, norm in enumerate(p.post_norms):
-                        tape.on_input(norm, f"post{i}.{n_i}")
-        got: dict[str, torch.Tensor] = {}
-
-        def hook_at(i: int) -> Callable[[str, torch.Tensor], torch.Tensor]:
-            def hook(name: str, t: torch.Tensor) -> torch.Tensor:
-                if i == layer and name in ("queries", "keys", "scores"):
-                    got[name] = t
-                elif want_table and i < layer and name == "merged":
-                    tape.keep(f"merged{i}", t)
-                return t
-
-            return hook
-
-        how = "blocks" if T > FORWARD_ROWS else "eager"  # a long text: rows in blocks, as the app's forward
-
-        def options(i: int) -> Options:
-            wanted = i == layer or (want_table and i < layer)
-            return Options(
-                hook=hook_at(i) if wanted else no_hook, maps_only=i == layer, implementation=how, rows=FORWARD_ROWS
-            )
-
-        probs = None
-        for i, (_, p_i) in enumerate(net.iter_layers(ids, types, keep, options=options)):
-            if i == layer:
-                probs = p_i
-                break
-    finally:
-        tape.close()
+    watch: dict[str, tuple[torch.nn.Module, str]] = {}
+    if want_table:
+        if emb_norm is not None:
+            watch["emb_in"] = (emb_norm, "input")
+        for i, p in enumerate(parts[:layer]):
+            watch[f"mlp{i}"] = (p.mlp, "output")
+            for n_i, norm in enumerate(p.post_norms):
+                watch[f"post{i}.{n_i}"] = (norm, "input")
+    res, rec = net.run_with_cache(
+        ids,
+        types,
+        keep,
+        names=("queries", "keys", "scores", "merged") if want_table else ("queries", "keys", "scores"),
+        layers=range(layer + 1) if want_table else [layer],
+        rows=[query, key],
+        watch=watch,
+        options=ForwardOptions(stop_at_layer=layer),
+    )
+    probs = res.attentions  # layer L's (1, heads, T, T); None for a long text (its rows ran in blocks)
+    got = rec.tensors[layer]  # queries, keys, scores: rows [query, key] of each sequence axis
+    kept = {f"x{i}": x[0].double() for i, x in enumerate(rec.hidden_states)}  # (2, d_model): each layer's input
+    kept.update({name: t[0].double() for name, t in rec.modules.items()})
+    if want_table:
+        kept.update({f"merged{i}": rec["merged", i][0].double() for i in range(layer)})
 
     attn = parts[layer].attention
     scale = float(attn.scale)
-    q = got["queries"][0, head, query].double()  # (d_k,) after rotation
-    k = got["keys"][0, g, key].double()
+    q = got["queries"][0, head, 0].double()  # (d_k,) after rotation, at the query (row 0 of the kept two)
+    k = got["keys"][0, g, 1].double()  # at the key (row 1)
     by_dim = (q * scale) * k  # (d_k,)
     if "scores" in got:
-        score = float(got["scores"][0, head, query, key])
+        score = float(got["scores"][0, head, 0, 1])
     else:  # blocks: the same product the blocks compute
-        score = float(torch.matmul(got["queries"][0, head, query] * scale, got["keys"][0, g, key]))
+        score = float(torch.matmul(got["queries"][0, head, 0] * scale, got["keys"][0, g, 1]))
     weight = None if probs is None else float(probs[0, head, query, key])
     window = caps.window(layer)
-    if caps.causal:
-        n = max(query, key) + 1
-        visible = bool(causal_keep(n, window=window)[query, key])
-    else:
-        visible = True
-    if keep is not None:  # the page's mask: (…, q_pos or 1, k_pos or 1)
+    cell = ((query, query + 1), (key, key + 1))  # the masks are made for this one cell
+    visible = not caps.causal or bool(predicates.materialise(predicates.causal_window(window), *cell))
+    if isinstance(keep, Predicate):  # the page's mask as a predicate: made for this one cell, every head
+        visible &= bool(predicates.materialise(keep, *cell, heads=n_heads).all())
+    elif keep is not None:  # the page's mask: (…, q_pos or 1, k_pos or 1)
         visible &= bool(keep[..., query if keep.shape[-2] > 1 else 0, key if keep.shape[-1] > 1 else 0].all())
 
     by_freq = pairs = freqs = None
@@ -298,10 +242,10 @@ def explain(
     if not want_table:
         return out
 
-    stream = _stream(tape.kept, net, parts, layer, n_heads, d_k, emb_norm is not None)
-    actual = tape.kept[f"x{layer}"]  # (2, d_model): the stream layer L read, at the query and the key
+    stream = _stream(kept, net, parts, layer, n_heads, d_k, emb_norm is not None)
+    actual = kept[f"x{layer}"]  # (2, d_model): the stream layer L read, at the query and the key
     out.stream_error = float((sum(stream.values()) - actual).abs().max())
-    qs, ks = _sides(stream, tape.kept[f"x{layer}"], net, parts[layer], head, g, d_k, query, key, scale, enc.device)
+    qs, ks = _sides(stream, kept[f"x{layer}"], net, parts[layer], head, g, d_k, query, key, scale, enc.device)
     table = qs @ ks.T  # (n, n)
     order = list(stream)  # embed, L0.H0 …, bias
     assert order == names, (order, names)

@@ -32,9 +32,9 @@ import sys
 import torch
 
 from .. import masks, settings
+from ..analysis.mask_checker import check_mask
 from ..encoder import Encoder
 from ..errors import MaskError
-from ..masks.checker import check_mask
 from ..masks.expectations import EXPECT_HELP
 from ..masks.harness import is_file_object, load_file_object
 from ..masks.predicates import Predicate

@@ -1,5 +1,7 @@
-"""Attention masks: conventions (keep / drop / additive), named masks, files and expressions; the checker lives
-in `models.masks.checker` (it runs the encoder, so this package's front door does not import it).
+"""Attention masks: predicates, conventions (keep / drop / additive), named masks, files and expressions, the
+grammar of expected masks, the classic-bug diagnoser (`diagnosis`, with its phrase table `phrases`) and
+`check_attention` (`harness`, imported on use). One floor: nothing here imports the model (the encoder, the
+network, attention); the mask checker runs the model, so it is an analysis, `models.analysis.mask_checker`.
 
 Torch and numpy only; never imports streamlit, ui or viz."""
 

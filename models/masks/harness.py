@@ -11,8 +11,10 @@ confirmed by perturbing the forbidden inputs and watching the output move.
 
 The pattern is judged against the expectation (models.masks.expectations) closed over `depth` layers: real query
 positions may depend only on what the expectation allows; padded keys are never read by real queries; items of a
-batch never see each other. A likely cause is named when the pattern is a known bug: transposed, off by one,
-padding on the wrong axis or side, batch and sequence axes swapped, a mask applied after softmax without
+batch never see each other. A likely cause is named when the pattern is a known bug: the mask checker's classic
+bugs, built once by models.masks.diagnosis and named in the same words (transposed, inverted, off by one, a term
+missing, another named mask, padding ignored, on the query axis or on the wrong side), and what only outputs
+show: batch and sequence axes swapped, a target judged too shallow, a mask applied after softmax without
 renormalising, normalisation over the sequence axis, NaN from fully masked rows.
 
 Importing a target runs its code: this is for your own code, from the command line or Python. The web app never
@@ -38,8 +40,10 @@ import torch
 from torch import nn
 
 from ..errors import InputError, one_line
-from .expectations import Expectation, Term
+from . import diagnosis
+from .expectations import Expectation
 from .expectations import parse as parse_expectation
+from .phrases import Phrase
 
 NOISE = 1e-6  # a dependence below this fraction of the output's largest one is numerical noise
 CONFIRM = 1e-5  # a perturbation must move the output by more than this (relative to its size) to confirm a leak
@@ -235,7 +239,7 @@ class AttentionReport:
     over_masked: list[list[int]]
     padded_reads: list[list[int]]
     batch_leaks: list[list[int]]
-    cause: str | None
+    cause: str | None  # the likely cause in English: diagnosis.english()
     # (seq + batch − 1, batch, seq): rows 0…seq−1 are item 0's outputs, one per position, then each other item's
     # outputs together; each row's dependence on every input position, divided by the row's largest
     dependence: np.ndarray
@@ -245,6 +249,7 @@ class AttentionReport:
     seconds: float = 0.0
     method: str = ""
     notes: list[str] = field(default_factory=list)
+    diagnosis: Phrase | None = None  # the cause as a phrase (models.masks.phrases): its code names the bug
 
     @property
     def ok(self) -> bool:
@@ -443,90 +448,61 @@ def _cause(
     padded_reads: torch.Tensor,
     batch_pairs: list[list[int]],
     nonfinite: int,
-    pad_side: str,
     run: _Runner,
     x: torch.Tensor,
-) -> str | None:
-    """Name the classic bug the dependency pattern matches, if any."""
+) -> Phrase | None:
+    """Name the classic bug the dependency pattern matches, if any.
+
+    The shared candidates (models.masks.diagnosis) as a module applying them would depend on its inputs, over real
+    query rows (every row for the ones told apart on padded rows); before them what only outputs show (NaN, batch
+    items reading each other), after them a multi-layer target judged too shallow and the softmax-level bugs
+    (their Jacobian ranks), which read every key just as "nothing is masked" does.
+    """
     B, T = real.shape
     if nonfinite:
-        return (
-            "non-finite outputs: a query row with every key masked by -inf gives NaN after softmax (use "
-            "torch.finfo(dtype).min, or make sure every row keeps a key)"
-        )
+        return Phrase("diag.nonfinite")
     if batch_pairs:
-        return (
-            "batch items see each other: the batch and sequence axes are swapped (nn.MultiheadAttention without "
-            "batch_first=True reads (batch, seq, d_model) as (seq, batch, d_model))"
-        )
+        return Phrase("diag.batch_swapped")
     eye = torch.eye(T, dtype=torch.bool)
     own = dependent | eye  # (B, T, T): each item's outputs on its own inputs
     rows = real[:, :, None].expand(B, T, T)  # judged: real queries, every key
 
-    def same(cand: torch.Tensor) -> bool:
-        cand = cand if cand.dim() == 3 else cand.expand(B, T, T)
-        return bool(((own == (cand | eye)) | ~rows).all())
+    def same(cand: torch.Tensor, every_row: bool = False) -> bool:
+        eq = own == diagnosis.dependence(cand.expand(B, T, T), depth)
+        return bool(eq.all()) if every_row else bool((eq | ~rows).all())
 
-    pos = exp.position_keep(T)
-    pad = real[:, None, :] if exp.padding else torch.ones(B, 1, T, dtype=torch.bool)
-    if pos is not None and depth == 1:
-        if not torch.equal(pos, pos.T) and same(pos.T[None] & pad):
-            return "transposed: query and key axes swapped (the mask hides the past instead of the future)"
-        for code, values, near in exp.neighbours(T):
-            if same(near[None] & pad):
-                if code == "next_visible":
-                    return "off by one: every position also reads the next one (tril(…, diagonal=1))"
-                if code == "chunk_shifted":
-                    return (
-                        f"chunk boundary: the blocks of {values['size']} start at position {values['offset']}, not "
-                        "0 (the block index counted from 1, or left padding not subtracted)"
-                    )
-                return f"off by one: the pattern is {values['name']}, not {exp.name}"
+    if same(exp.keep(T, real)):
+        return None  # real queries read what the expectation allows: nothing to name
+    # A module that reads every key is named last: "nothing is masked" unless its Jacobian ranks show a mask
+    # applied after softmax or a normalisation over positions (every degenerate candidate reads every key too).
+    reads_all = same(torch.ones(1, T, T, dtype=torch.bool))
+    deferred = Phrase("diag.no_mask") if reads_all else None
+    for cand in () if reads_all else diagnosis.candidates(exp, real):
+        if same(cand.keep, cand.every_row):
+            return cand.phrase
     if bool(padded_reads.any()):
-        base = (pos if pos is not None else torch.ones(T, T, dtype=torch.bool))[None]
-        if same(base & real.flip(-1)[:, None, :]):
-            other = "right" if pad_side == "left" else "left"
-            return f"padding on the wrong side: the mask hides the {other} end ({pad_side} padding treated as {other})"
-        padded_rows = ~real[:, :, None] & torch.ones(B, T, T, dtype=torch.bool)
-        expected_pos = base.expand(B, T, T) | eye
-        if bool(((own != expected_pos) & padded_rows).any()):
-            return (
-                "padding broadcast on the query axis: the (batch, seq) mask hides padded query rows "
-                "(mask[:, None, :, None]) instead of padded keys (mask[:, None, None, :])"
-            )
-        return "padding ignored: the attention_mask does not reach the scores (padded keys stay visible)"
+        return Phrase("diag.padding_keys_visible")  # padded keys read, in no simpler pattern
+    for cand in () if reads_all else diagnosis.guesses(exp, real, own):
+        if same(cand.keep):
+            return cand.phrase
     if not bool(leaks.any()):
         return None
-    # A term that is not applied at all (a window or chunk forgotten): the pattern is the rest of the expectation.
-    for t in exp.positional if len(exp.positional) > 1 else ():
-        rest = Expectation(tuple(x for x in exp.terms if x != t))
-        if same(rest.reach(T, depth, real)):
-            return f"the {t.name} term is not applied: the pattern is {rest.closure_name(depth)}"
-    # Over-masked only: maybe the target is a narrower named pattern (a sliding window the expectation lacks).
-    if not bool(leaks.any()) and exp.term("window") is None:
-        for w in range(T - 1):
-            narrower = Expectation((*exp.terms, Term("window", w)))
-            if same(narrower.keep(T, real)):
-                return f"the target is narrower than {exp.name}: its pattern is {narrower.name}"
     # Leaks that match no simple pattern. A multi-layer target judged at too small a depth reads exactly the
     # expectation's closure over its real number of layers.
-    if pos is not None:
+    if exp.position_keep(T) is not None:
         for k in range(depth + 1, 9):
             closure = exp.reach(T, k, real)
             if torch.equal(closure, exp.reach(T, k - 1, real)):
                 break
-            if same(closure):
-                return (
-                    f"the pattern is {exp.closure_name(k)}, which is {exp.name} over {k} layers: a {k}-layer target "
-                    f"is judged with --depth {k} (depth={k})"
-                )
+            if bool(((own == closure) | ~rows).all()):
+                return Phrase("diag.too_shallow", {"closure": exp.closure_name(k), "expect": exp.name, "k": k})
     if depth > 1:
-        return _NOTHING_MASKED if same(torch.ones(B, T, T, dtype=torch.bool)) else None
+        return deferred
     # How do the forbidden inputs reach the first and the last leaking query? Their full Jacobian blocks tell.
     b = int(leaks.any(-1).any(-1).nonzero()[0])
     qs = [int(q) for q in leaks[b].any(-1).nonzero().squeeze(1).tolist() if bool(real[b, q])]
     if not qs:
-        return None
+        return deferred
     first, last = qs[0], qs[-1]
     ranks, blocks = {}, {}
     for q in dict.fromkeys((first, last)):
@@ -536,32 +512,17 @@ def _cause(
         ranks[q] = (_rank(blocks[q].reshape(J.shape[0], -1)), max(_rank(ok), 1))
     low = {q: r[0] <= max(1, r[1] // 4) for q, r in ranks.items()}
     if low[first] and low[last]:
-        return (
-            f"mask applied after softmax without renormalising: the forbidden keys reach query {last} only through "
-            f"the softmax's denominator (their dependence has rank {ranks[last][0]}, at most one per head, against "
-            f"{ranks[last][1]} for the allowed keys); renormalise the rows, or mask the scores before softmax"
-        )
+        return Phrase("diag.after_softmax", {"q": last, "rank": ranks[last][0], "allowed_rank": ranks[last][1]})
     if low[first] and ranks[last][0] > 2 * ranks[first][0]:
-        return (
-            "normalisation over the sequence axis: softmax over queries (dim=-2) instead of keys (dim=-1), so each "
-            "key's column is normalised over every query, the future included"
-        )
+        return Phrase("diag.softmax_over_queries")
     # Per-feature statistics over positions (a mean, a norm over dim=1): forbidden input j moves feature d of the
     # first leaking output along one fixed direction, whatever j is — the columns are collinear across j.
     cols = blocks[first].permute(2, 0, 1)  # (D, d_out, n forbidden)
     if cols.shape[-1] >= 2:
         s = torch.linalg.svdvals(cols)  # (D, min(d_out, n))
         if bool((s[:, 1] <= 1e-5 * s[:, 0].clamp_min(1e-30)).all()):
-            return (
-                "normalisation over the sequence axis: every forbidden position reaches the output through "
-                "per-feature statistics over positions (a mean or norm over dim=1 instead of dim=-1)"
-            )
-    return _NOTHING_MASKED if same(torch.ones(B, T, T, dtype=torch.bool)) else None
-
-
-_NOTHING_MASKED = (
-    "nothing is masked: every query reads every key (the mask is not applied, or 0/1 is added to the scores)"
-)
+            return Phrase("diag.statistics_over_positions")
+    return deferred
 
 
 def check_attention(
@@ -782,9 +743,9 @@ def _judge(
         if hidden:
             notes.append(f"{hidden} leaks found only by perturbation: autograd sees no path for them")
 
-    cause = _cause(exp, L, own, allowed0, real0, leaks_t, padded_t, batch_pairs, nonfinite, padding_side, run, x)
+    cause = _cause(exp, L, own, allowed0, real0, leaks_t, padded_t, batch_pairs, nonfinite, run, x)
     if hidden and cause is None:
-        cause = "a dependence autograd cannot see: detach(), integer ops, or a mask computed from the values"
+        cause = Phrase("diag.unseen_dependence")
     if nonfinite:
         notes.append(f"{nonfinite} real output positions are NaN or inf")
     if bool(over.any()) and not bool(leaks_t.any()) and cause is None:
@@ -810,7 +771,8 @@ def _judge(
         over_masked=_pair_list(over),
         padded_reads=_pair_list(padded_t),
         batch_leaks=batch_pairs,
-        cause=cause,
+        cause=cause.english() if cause is not None else None,
+        diagnosis=cause,
         dependence=rel.numpy(),
         real=real.numpy(),
         allowed=allowed.numpy(),

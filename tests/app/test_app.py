@@ -95,6 +95,12 @@ def test_sidebar_takes_a_composed_mask():
     assert at.session_state["mask"] == "causal+window:2" and not at.exception and not at.error
     at.sidebar.text_input(key="mask_custom").set_value("causal + chunk:4").run()
     assert at.session_state["mask"] == "causal+chunk:4" and not at.exception
+    # A predicate over q_idx and kv_idx, as FlexAttention's mask_mod (the restricted expression language).
+    at.sidebar.text_input(key="mask_custom").set_value("(kv_idx <= q_idx)  &  (q_idx - kv_idx < 4)").run()
+    assert at.session_state["mask"] == "(kv_idx <= q_idx) & (q_idx - kv_idx < 4)"
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at.sidebar.text_input(key="mask_custom").set_value("kv_idx < seq").run()
+    assert at.session_state["mask"] == "bidirectional" and any("seq" in e.value for e in at.sidebar.error)
     at.sidebar.text_input(key="mask_custom").set_value("causal+windw:2").run()
     assert at.session_state["mask"] == "bidirectional" and any("windw" in e.value for e in at.sidebar.error)
     at.sidebar.selectbox(key="mask_kind").set_value("chunk").run()

@@ -85,14 +85,21 @@ def test_generation_with_the_chat_template():
     assert at.success  # every cached row against the full forward
 
 
+# The layer and head views under a user's predicate (per head): made a block of rows, a window at a time.
+PREDICATE = "(q_idx - kv_idx < 40) | (kv_idx < 3) | ((h == 2) & (kv_idx % 7 == 0))"
+
+
 @pytest.mark.parametrize("view", ["overview", "layer", "head", "aggregate"])
 def test_a_long_text_opens_in_every_explore_view(view, monkeypatch):
     monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")  # maps on demand from ~300 tokens on this model
     text = "The cat sat on the mat and the dog slept by the door. " * 40
-    at = open_page("explore", "random:llama-tiny", text=text, view=view, layer="1", head="2")
+    mask = {"mask": PREDICATE} if view in ("layer", "head") else {}
+    at = open_page("explore", "random:llama-tiny", text=text, view=view, layer="1", head="2", **mask)
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     assert any("maps are made on demand" in str(i.value) for i in at.info)
     assert chart_specs(at)
+    if mask:  # the link's predicate is the sidebar's custom mask, not refused as unknown
+        assert at.session_state["mask"] == PREDICATE and not at.warning
 
 
 def test_a_long_text_on_the_heads_page(monkeypatch):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from models.masks.checker import EXAMPLES, MESSAGES, check_mask, example_expect
+from models.analysis.mask_checker import EXAMPLES, MESSAGES, check_mask, example_expect
 from ui.i18n import LOCALES, strings
 from viz.heatmap import head_heatmap
 from viz.overlays import AGREEMENT, add_mask_overlay, agreement, boundary_segments, mask_agreement
@@ -26,7 +26,7 @@ def _fields(text: str) -> set[str]:
 
 def test_checker_messages_are_translated_with_the_same_placeholders():
     with open(LOCALES / "en" / "masks.toml", "rb") as f:
-        assert "msg" not in tomllib.load(f)["masks"]  # the English lives once, in models.masks.checker.MESSAGES
+        assert "msg" not in tomllib.load(f)["masks"]  # the English lives once, in models.analysis.mask_checker.MESSAGES
     en = {k.removeprefix("masks.msg."): v for k, v in strings("en").items() if k.startswith("masks.msg.")}
     assert en == MESSAGES  # the page's English is the CLI's English, word for word
     zh = strings("zh")

@@ -36,6 +36,17 @@ def test_file_targets_exit_0_and_1(capsys):
     assert code == 0, out
 
 
+def test_padding_on_the_query_axis_fails_by_default(capsys):
+    """The new user's case: attention_mask.bool()[:, None, :, None] passed right padding alone (no real token sees
+    a pad under causality); the default checks left padding too, and names the bug."""
+    target = f"{TARGETS}:query_padding_attention"
+    code, out, _ = _run(capsys, "--target", target, "--expect", "causal+padding", "--padding-side", "right")
+    assert code == 0, out  # why one side is not enough
+    code, out, _ = _run(capsys, "--target", target, "--expect", "causal+padding")
+    assert code == 1 and "likely cause: wrong axis: the padding mask lands on the query axis" in out, out
+    assert "fails with left padding" in out
+
+
 @pytest.mark.parametrize(
     "target, expect, extra, message",
     [

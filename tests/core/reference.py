@@ -38,7 +38,7 @@ def attend_in_blocks_plain(
             q[:, :, r0:r1],
             k[:, :, k0:k1],
             None if v is None else v[:, :, k0:k1],
-            block_keep(keep, opts, r0, r1, k0, k1, q.device),
+            block_keep(keep, opts, r0, r1, k0, k1, q.device, B, nh),
             scale,
             block,
         )

@@ -228,3 +228,83 @@ def test_the_long_forward_makes_the_overview_tiles_on_the_way(windowed, monkeypa
         maps.tiles[layer] = tiles
         assert made.shape == again.shape
         assert (made - again).abs().max() <= 1e-6
+
+
+# A user's per-head predicate (a window of 37 keys, 3 sinks, and head 1 also every fifth key), as an expression.
+USER_MASK = "(q_idx - kv_idx < 37) | (kv_idx < 3) | ((h == 1) & (kv_idx % 5 == 0))"
+LONG_USER = "the cat sat on the mat and the dog slept by the door " * 40  # 881 tokens on both tiny decoders
+
+
+def _maps_differ(a, b, n_layers: int, n_heads: int) -> torch.Tensor:
+    """Return (q_pos,) the largest difference per query row between two runs' maps, over every layer and head."""
+    return torch.stack(
+        [(a.attentions[i, h] - b.attentions[i, h]).abs().amax(-1) for i in range(n_layers) for h in range(n_heads)]
+    ).amax(0)
+
+
+@pytest.mark.parametrize("spec", ["random:llama-tiny", "random:gpt2-tiny"])
+def test_a_predicate_mask_on_a_long_text_is_made_a_block_at_a_time(spec, monkeypatch):
+    """A user's predicate on a long text (the block loop, maps on demand) gives the maps of the same mask given as
+    a dense tensor (on demand and dense), and is never made (seq, seq): each call of it covers a block of rows."""
+    from models.maps import ROW_BLOCK, KeepOnDemand
+    from models.masks import predicates
+    from models.masks.expressions import predicate_expression
+
+    enc = load_model(spec, device="cpu")
+    L, H = enc.config.n_layers, enc.config.n_heads
+    user = predicate_expression(USER_MASK)
+    T = int(enc.tokenize([LONG_USER]).input_ids.shape[1])
+    keep = predicates.materialise(user, T, heads=H)  # (1, heads, T, T): the same mask as a dense tensor
+    assert keep.shape == (1, H, T, T) and T > ROW_BLOCK
+    cells: list[int] = []  # query rows × keys of every tensor made from the user's predicate (alone or ANDed)
+    materialise = predicates.materialise
+
+    def spy(pred, *args, **kw):
+        out = materialise(pred, *args, **kw)
+        if "spied" in predicates.as_predicate(pred).name:
+            cells.append(out.shape[-2] * out.shape[-1])
+        return out
+
+    monkeypatch.setattr(predicates, "materialise", spy)
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    lazy = enc.encode(LONG_USER, mask=predicates.Predicate(user.fn, "spied"), hidden=False)
+    assert cells and max(cells) <= ROW_BLOCK * T < T * T  # the forward made it a block of rows at a time
+    as_tensor = enc.encode(LONG_USER, mask=keep, hidden=False)
+    assert lazy.on_demand and as_tensor.on_demand and isinstance(lazy.keep, KeepOnDemand)
+    assert (_maps_differ(lazy, as_tensor, L, H) <= 1e-6).all()  # also reads every map: every window made
+    made = lazy.keep[300:420, 250:400]  # the applied mask (head 0, and causal), a window at a time
+    assert max(cells) <= ROW_BLOCK * T  # and so did every map and the mask's window read since
+    monkeypatch.undo()  # the real materialise, dense maps
+    dense = enc.encode(LONG_USER, mask=keep, hidden=False)
+    assert not dense.on_demand
+    assert (_maps_differ(lazy, dense, L, H) <= 1e-6).all()
+    assert torch.equal(made, dense.keep[300:420, 250:400]) and torch.equal(lazy.keep.dense(), dense.keep)
+    for h in (0, 1):  # the per-head part reached the maps: head 1 sees every fifth key, head 0 does not
+        assert (dense.attentions[1, h, 800, 5:700:5] > 0).all() == (h == 1)
+
+
+def test_a_predicate_off_by_one_at_the_long_loops_block_boundaries_fails_the_comparison(gpt2_tiny, monkeypatch):
+    """The comparison above sees the rows where a block of the long loop starts: a predicate that shows one key
+    too many only on those rows (q_idx a multiple of FORWARD_ROWS) gives maps that differ from the right
+    predicate's dense maps there, and nowhere else (each block's rows are made at their own positions)."""
+    from models.maps import FORWARD_ROWS
+    from models.masks import predicates
+    from models.masks.expressions import predicate_expression
+
+    enc, L, H = gpt2_tiny, gpt2_tiny.config.n_layers, gpt2_tiny.config.n_heads
+    right = predicate_expression("q_idx - kv_idx < 37")
+    wrong = predicate_expression(f"(q_idx - kv_idx < 38) & ((q_idx % {FORWARD_ROWS} == 0) | (q_idx - kv_idx < 37))")
+    T = int(enc.tokenize([LONG_USER]).input_ids.shape[1])
+    dense = enc.encode(LONG_USER, mask=predicates.materialise(right, T), hidden=False)
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    ok = enc.encode(LONG_USER, mask=right, hidden=False)
+    bad = enc.encode(LONG_USER, mask=wrong, hidden=False)
+    assert ok.on_demand and bad.on_demand
+    assert (_maps_differ(ok, dense, L, H) <= 1e-6).all()
+    off = _maps_differ(bad, dense, L, H) > 1e-3
+    boundaries = torch.arange(T) % FORWARD_ROWS == 0
+    boundaries[0] = False  # row 0 has no key 37 positions back
+    assert torch.equal(off[boundaries], torch.ones(int(boundaries.sum()), dtype=torch.bool))
+    # Later layers mix the wrong rows into the next ones; the first layer's rows differ exactly there.
+    first = torch.stack([(bad.attentions[0, h] - dense.attentions[0, h]).abs().amax(-1) for h in range(H)]).amax(0)
+    assert torch.equal(first > 1e-3, boundaries)

@@ -70,3 +70,49 @@ def test_the_implementations_are_named_and_agree():
     blocks, probs = attend(q, k, v, keep, 0.3, Options(implementation="blocks", rows=64))
     assert probs is None  # the long loop keeps no map
     assert (eager - blocks).abs().max() <= 1e-5
+
+
+def test_run_with_cache_keeps_rows_watched_modules_of_its_own_thread_and_stops_at_a_layer(gpt2_tiny):
+    """What explain asks of the one mechanism: two token rows of every sequence axis, a module's input and output
+    (from the recorder's own thread only), and a forward that stops at a layer's probs."""
+    import threading
+
+    from models.attention import Recorder
+
+    net = gpt2_tiny.model
+    ids = gpt2_tiny.tokenize(["The cat sat on the mat because it was tired."]).input_ids
+    mlp, norm = net.block_parts(0).mlp, net.block_parts(1).attn_norm
+    watch = {"mlp0": (mlp, "output"), "norm1": (norm, "input")}
+    names = ("queries", "keys", "scores", "merged")
+    rows = [5, 2]
+    with torch.inference_mode():
+        plain = net(ids)
+        _, whole = net.run_with_cache(ids, names=names, watch=watch)
+        res, rec = net.run_with_cache(ids, names=names, rows=rows, watch=watch, options=ForwardOptions(stop_at_layer=1))
+    r = torch.tensor(rows)
+    assert torch.equal(rec["queries", 0], whole["queries", 0][:, :, r])
+    assert torch.equal(rec["keys", 0], whole["keys", 0][:, :, r])
+    assert torch.equal(rec["scores", 0], whole["scores", 0][:, :, r][..., r])
+    assert torch.equal(rec["merged", 0], whole["merged", 0][:, r])
+    assert len(rec.hidden_states) == 2  # the layers' inputs up to the last one run, not its output
+    assert all(torch.equal(a, b[:, r]) for a, b in zip(rec.hidden_states, whole.hidden_states, strict=False))
+    assert torch.equal(rec.modules["mlp0"], whole.modules["mlp0"][:, r])
+    assert torch.equal(whole.modules["norm1"], whole.hidden_states[1])  # layer 1's norm reads layer 1's input
+    assert torch.equal(rec.modules["norm1"], whole.modules["norm1"][:, r])
+    # Layer 1 stopped at its probs: no context, no merged heads, no hidden state.
+    assert "merged" not in rec.tensors[1] and res.last_hidden is None
+    assert torch.equal(res.attentions, plain.attentions[:, 1])
+    assert not mlp._forward_hooks and not norm._forward_pre_hooks  # closed
+    # A watched module keeps only its recorder's thread's forwards (the app shares one model between sessions).
+    mine = Recorder(names=())
+    mine.watch(mlp, "mlp0", "output")
+    try:
+        other = threading.Thread(target=lambda: net(ids))
+        other.start()
+        other.join()
+        assert mine.modules == {}
+        with torch.inference_mode():
+            net(ids)
+        assert torch.equal(mine.modules["mlp0"], whole.modules["mlp0"])
+    finally:
+        mine.close()

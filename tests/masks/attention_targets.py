@@ -129,6 +129,7 @@ def cumulative_mean(x):
 torch.manual_seed(0)
 causal_attention = Attention()
 transposed_attention = Attention(keep=lambda T: tril(T).T)
+query_padding_attention = Attention(padding="queries")  # attention_mask[:, None, :, None]: the query axis
 
 
 def make_stack():

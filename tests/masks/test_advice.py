@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.masks.checker import EXAMPLES, check_mask, example_expect
+from models.analysis.mask_checker import EXAMPLES, check_mask, example_expect
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 TRIU = "torch.triu(torch.ones(seq, seq, dtype=torch.bool))"

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from models import masks
+from models.analysis.mask_checker import check_mask, parse_expect
 from models.cli import main
 from models.errors import InputError, MaskError
-from models.masks.checker import check_mask, parse_expect
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 BATCH = [SENTENCE, "Too tired."]  # the second one is padded to the first one's length
@@ -358,7 +358,7 @@ def test_prefix_outputs_do_not_move_when_later_tokens_change(minilm):
 
 def test_decoder_mask_is_judged_with_its_own_tril(gpt2_tiny):
     """A decoder ANDs every mask with its causal one: 'everything visible' is causal in effect, and behaviour says so."""
-    from models.masks.checker import check_mask
+    from models.analysis.mask_checker import check_mask
 
     report = check_mask(
         gpt2_tiny, "One two three four five.", "torch.ones(seq, seq, dtype=torch.bool)", "keep", "causal"

@@ -12,8 +12,8 @@ from torch import nn
 from transformers import masking_utils as mu
 
 from models import masks
+from models.analysis.mask_checker import check_mask
 from models.errors import MaskError
-from models.masks.checker import check_mask
 from models.masks.expectations import parse
 
 SENTENCE = "The animal didn't cross the street because it was too tired."  # 16 tokens with [CLS] and [SEP]

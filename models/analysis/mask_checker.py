@@ -14,13 +14,16 @@
   mass        the attention the model puts on forbidden keys after softmax (exactly 0 when the mask is right)
 
 plus a diagnosis naming the classic bug when the mask is one (inverted, transposed, off by one, padding on the
-query axis, padding left visible). Messages are `Phrase`s (a code and values) so that the page can show them in
-any language; `Phrase.english()` is what the CLI prints.
+query axis or the wrong side, padding ignored, a term missing, another named mask): the mask's cells against the
+candidates of `models.masks.diagnosis`, the diagnoser check_attention shares. Messages are `Phrase`s (a code and
+values, `models.masks.phrases`) so that the page can show them in any language; `Phrase.english()` is what the
+CLI prints.
+
+An analysis, not part of `models.masks`: it runs the model (the encoder, its layers one by one).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,12 +34,14 @@ from .. import settings
 from ..attention import Options
 from ..encoder import PARITY_TOLERANCE, Encoder
 from ..errors import InputError, MaskError
+from ..masks import conventions as masks
+from ..masks import diagnosis
+from ..masks.expectations import Expectation
+from ..masks.expectations import parse as parse_expectation
+from ..masks.phrases import MESSAGES, Phrase, _jsonable
+from ..masks.sources import resolve
 from ..network import Network
 from ..tokens import display_tokens
-from . import conventions as masks
-from .expectations import Expectation
-from .expectations import parse as parse_expectation
-from .sources import resolve
 
 N_EXAMPLES = 5  # positions listed per finding
 PERTURB_TOKENS = 2048  # token budget of the behavioural test's batch (perturbed copies × seq)
@@ -96,94 +101,6 @@ EXAMPLES: dict[str, tuple[str, str, str, bool]] = {
 def example_expect(key: str, seq: int) -> str:
     """Return an example's expectation for an input of `seq` tokens (packed documents: seq // 2 and the rest)."""
     return EXAMPLES[key][2].format(a=seq // 2, b=seq - seq // 2)
-
-
-# English for every message code, the CLI's and the page's (ui.i18n serves these as masks.msg.<code>); the
-# Chinese, with the same {placeholders}, is in ui/locales/zh/masks.toml (tests/app/test_masks_page.py).
-MESSAGES: dict[str, str] = {
-    "verdict.pass": "PASS: this is a correct {expect} mask in the {declared} convention.",
-    "verdict.fail": "FAIL: this is not a correct {expect} mask in the {declared} convention: {n_failed} of {n_checks} checks fail.",
-    "check.shape": "shape",
-    "check.convention": "convention",
-    "check.leaks": "leaks",
-    "check.over": "over-masked",
-    "check.rows": "empty rows",
-    "check.behaviour": "behaviour",
-    "check.mass": "forbidden mass",
-    "shape.ok": "{shape} → {view}, broadcast to (batch, heads, q_pos, k_pos) = {target}; {axes}.",
-    "shape.key_padding": "{shape} is read as a (batch, seq) key-padding mask → {view}, broadcast to {target}; {axes}.",
-    "shape.queries": "{shape} → {view}: the sequence axis lands on q_pos and k_pos is broadcast, so the mask hides whole query rows instead of keys; {axes}.",
-    "convention.match": "values {values}; read as {apparent}, {why}: as declared.",
-    "convention.unclear": "values {values}; the values alone cannot tell keep from drop, so the declared {declared} is taken.",
-    "convention.mismatch": "declared {declared}, but the values {values} read as {apparent}: {why}. {advice}",
-    "convention.same_cells": "declared {declared}; the values {values} look {apparent}, but both readings hide the same cells here.",
-    "convention.invalid": "the values {values} are not a valid {declared} mask: {problem}.",
-    "convention.no_fix": "declared {declared}; read as {apparent} the values {values} come closer ({why}), but neither reading is {expect}: ~mask would make another wrong mask, so the cells themselves are wrong (see the diagnosis).",
-    "why.exact": "it is exactly the expected {expect} mask",
-    "why.closer": "{agree}% of the judged cells agree with {expect} (read the other way: {other}%)",
-    "why.diagonal": "every token sees itself (the other reading would hide each token from itself)",
-    "why.additive": "0 = attend and {fill} = masked, added to the scores",
-    "why.additive_none": "all 0, added to the scores: nothing masked",
-    "advice.keep_as_drop": "True means masked here, nn.MultiheadAttention's convention: pass ~mask, or declare drop.",
-    "advice.drop_as_keep": "True means may attend here, SDPA's and the tutorial's convention: pass ~mask, or declare keep.",
-    "advice.bool_as_additive": "Added to the scores, 0 and 1 hide nothing: use (1 - mask) * torch.finfo(dtype).min, or declare {apparent}.",
-    "advice.additive_as_bool": "Read as {declared}, -inf is nonzero, so the hidden and visible cells swap: declare additive, or pass mask == 0.",
-    "problem.not01": "a keep or drop mask holds True/False or 0/1 (~ on an int mask gives -1 and -2; use a bool mask)",
-    "problem.soft": "an additive mask holds 0 and -inf (or ≤ -1e4); other values are soft biases, not a mask",
-    "problem.nan": "NaN in a mask turns the scores it touches into NaN",
-    "leaks.none": "no cell is visible that {expect} hides ({judged} cells judged).",
-    "leaks.found": "cells visible that {expect} hides: {n}, e.g. {examples}.",
-    "over.none": "no cell is hidden that {expect} shows.",
-    "over.found": "cells hidden that {expect} shows: {n}, e.g. {examples}.",
-    "rows.none": "every query row sees at least one key.",
-    "rows.found": "query rows with no visible key: {n} ({examples}). With masked_fill(…, -inf) their softmax is NaN ({nan_rows} NaN rows over all layers and heads) and NaN reaches {nan_out} of {n_out} real output positions; with finfo.min, as our encoder does, they spread evenly over masked keys instead.",
-    "rows.padded": "padded query rows with no visible key: {n} ({examples}). Harmless with finfo.min (our encoder), but with -inf they are NaN and the NaN reaches {nan_out} of {n_out} real output positions in the following layers.",
-    "rows.padded_nan": "padded query rows with no visible key: {n} ({examples}), and this mask's -inf makes them NaN: the NaN reaches {nan_out} of {n_out} real output positions in the following layers. Use finfo.min instead of -inf.",
-    "behaviour.pass": "changed the tokens {what} in {n} copies of the input: the outputs that {expect} shields from them moved by at most {change} (0 when the mask holds).",
-    "behaviour.fail": "changed the tokens {what}: the output at position {pos} ('{token}') moved by {change} in layer {layer}: information leaks from positions the mask should hide.",
-    "behaviour.skip": "under {expect} every output may depend on every token: nothing to hold fixed.",
-    "what.after": "after position t",
-    "what.padding": "at padded positions",
-    "what.both": "after position t and at padded positions",
-    "what.after_t": "after position {t}",
-    "mass.zero": "attention on forbidden keys after softmax: exactly 0 in every layer and head.",
-    "mass.found": "up to {max_mass} of a query's attention lands on keys {expect} forbids (layer {layer}, head {head}, query {q} '{token}'); {mean_mass} per judged row on average.",
-    "diag.inverted": "inverted: the mask is the complement of {expect} (True/1 means masked here)",
-    "diag.transposed": "transposed: query and key axes swapped (the upper triangle instead of the lower)",
-    "diag.diagonal_masked": "off by one: the diagonal is masked, so no token sees itself and the first row sees nothing",
-    "diag.next_visible": "off by one: every token also sees the next one",
-    "diag.no_mask": "nothing is masked: every cell is visible",
-    "diag.everything_masked": "everything is masked",
-    "diag.padding_keys_visible": "padding keys left visible: real tokens attend to [PAD]",
-    "diag.padding_on_queries": "wrong axis: the padding mask lands on queries (whole [PAD] rows hidden) instead of keys",
-    "diag.off_by_one": "off by one: this is {name}, not {expect}",
-    "diag.chunk_shifted": "chunk boundary: the blocks of {size} start at position {offset}, not 0 (the block index counted from 1, or left padding not subtracted)",
-    "diag.padding_wrong_side": "padding on the wrong side: the mask hides positions at the other end of the sequence (left padding treated as right, or the reverse)",
-    "diag.is_named": "this is a {name} mask",
-    "diag.causal_missing": "causality missing: this is {name} without causal, so tokens also see the tokens after them",
-    "shape.decoder": "this model is a decoder: it always applies its own causal mask (torch.tril) and ANDs yours with "
-    "it, so what is judged below is that combination: {hidden} cell(s) your mask leaves open are hidden by the "
-    "model's own mask.",
-}
-
-
-@dataclass
-class Phrase:
-    """A message: a code from MESSAGES and its values (which may be Phrases themselves)."""
-
-    code: str
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def render(self, lookup: Any) -> str:
-        """Return the message with lookup(code) as its template (nested Phrases rendered the same way)."""
-        vals = {k: v.render(lookup) if isinstance(v, Phrase) else v for k, v in self.values.items()}
-        return lookup(self.code).format(**vals)
-
-    def english(self) -> str:
-        return self.render(MESSAGES.__getitem__)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.english(), "values": _jsonable(self.values)}
 
 
 @dataclass
@@ -279,22 +196,6 @@ class MaskReport:
             lines.append(f"  diagnosis: {d.english()}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, Phrase):
-        return v.english()
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.ndarray | torch.Tensor):
-        return _jsonable(v.tolist())
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    return v
 
 
 def _fmt(x: float) -> str:
@@ -405,56 +306,26 @@ def _convention(
 def _diagnose(
     keep: torch.Tensor, exp: Expectation, expected: torch.Tensor, judged: torch.Tensor, real: torch.Tensor
 ) -> list[Phrase]:
-    """Return the classic bugs the mask (batch, heads or 1, T, T) matches exactly, if any."""
-    B, T = real.shape
-    J = judged[:, None]
+    """Return the classic bug the mask (batch, heads or 1, T, T) matches exactly, if any (models.masks.diagnosis).
 
-    def same(cand: torch.Tensor, region: torch.Tensor | None = J) -> bool:
-        cand = cand if cand.dim() == 4 else cand[:, None] if cand.dim() == 3 else cand[None, None]
-        eq = torch.broadcast_to(keep, (B, keep.shape[1], T, T)) == cand
-        return bool((eq | ~region).all()) if region is not None else bool(eq.all())
+    The mask's cells against each candidate over the judged cells (real query rows), or over every row for a
+    candidate that differs from its look-alike only on padded query rows; then the other named masks it may be.
+    """
+    B, T = real.shape
+    cells = torch.broadcast_to(keep, (B, keep.shape[1], T, T))
+
+    def same(cand: torch.Tensor, every_row: bool = False) -> bool:
+        eq = cells == cand[:, None]
+        return bool(eq.all()) if every_row else bool((eq | ~judged[:, None]).all())
 
     if same(expected):
         return []
-    ones = torch.ones(T, T, dtype=torch.bool)
-    name = exp.name
-    if exp.padding and not exp.named:
-        if same(real[:, None, :, None].expand(B, 1, T, T), None):  # judged over all rows: padded rows differ
-            return [Phrase("diag.padding_on_queries")]
-        if same(ones):
-            return [Phrase("diag.padding_keys_visible")]
-    candidates: list[tuple[torch.Tensor, Phrase]] = [
-        (~expected, Phrase("diag.inverted", {"expect": name})),
-        (ones, Phrase("diag.no_mask")),
-        (~ones, Phrase("diag.everything_masked")),
-    ]
-    pos = exp.position_keep(T)
-    if pos is not None:
-        pad = real[:, None, :] if exp.padding else torch.ones(B, 1, T, dtype=torch.bool)
-        if not torch.equal(pos, pos.T):
-            candidates.append((expected.transpose(-1, -2), Phrase("diag.transposed")))
-        if exp.term("causal") is not None:
-            candidates.append((expected & ~torch.eye(T, dtype=torch.bool), Phrase("diag.diagonal_masked")))
-            rest = Expectation(tuple(t for t in exp.terms if t.kind != "causal"))
-            rest_keep = rest.position_keep(T)
-            if rest_keep is not None:  # documents, chunks or a window without causality: tokens see later ones
-                candidates.append((rest_keep[None] & pad, Phrase("diag.causal_missing", {"name": rest.name})))
-        for code, values, near in exp.neighbours(T):
-            candidates.append((near[None] & pad, Phrase(f"diag.{code}", {**values, "expect": name})))
-    if exp.padding:
-        flipped = (ones if pos is None else pos)[None] & real.flip(-1)[:, None, :]
-        if not torch.equal(flipped, expected):
-            candidates.append((flipped, Phrase("diag.padding_wrong_side")))
-    for cand, phrase in candidates:
-        if same(cand):
-            return [phrase]
-    # Which named mask could it be? Row 0 of a window:W mask sees W + 1 keys, of a prefix:P mask P keys.
-    first = int(torch.broadcast_to(keep, (B, keep.shape[1], T, T))[0, 0, 0].sum())
-    named = ["causal", f"window:{max(first - 1, 0)}", f"prefix:{first}"]
-    for other in named:
-        other_keep = masks.named_keep(other, T)
-        if other != name and other_keep is not None and same(other_keep):
-            return [Phrase("diag.is_named", {"name": other})]
+    for cand in diagnosis.candidates(exp, real):
+        if same(cand.keep, cand.every_row):
+            return [cand.phrase]
+    for cand in diagnosis.guesses(exp, real, cells[:, 0]):
+        if same(cand.keep):
+            return [cand.phrase]
     return []
 
 
