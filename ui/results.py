@@ -23,12 +23,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from plotly.basedatatypes import BaseFigure
 
 from models import settings
 
 from . import slots
 
 T = TypeVar("T")
+_SCALARS = frozenset({int, float, bool, complex, type(None)})
 
 
 def nbytes(obj: Any) -> int:
@@ -39,6 +41,15 @@ def nbytes(obj: Any) -> int:
         if depth > 8 or id(x) in seen:
             return 0
         seen.add(id(x))
+        kind = type(x)
+        if kind in _SCALARS:  # the commonest leaves first: a figure's lists hold hundreds of numbers
+            return 32
+        if kind is str or kind is bytes:
+            return sys.getsizeof(x)
+        if kind is list or kind is tuple:
+            return 64 + sum(walk(v, depth + 1) for v in x)
+        if kind is dict:
+            return sum(walk(k, depth + 1) + walk(v, depth + 1) for k, v in x.items())
         if isinstance(x, torch.Tensor):
             s = x.untyped_storage()
             if s.data_ptr() in seen:
@@ -49,6 +60,10 @@ def nbytes(obj: Any) -> int:
             return int(x.nbytes)
         if isinstance(x, str | bytes):
             return sys.getsizeof(x)
+        if isinstance(x, BaseFigure):
+            # What a figure weighs is its traces' and layout's properties (plain dicts and lists, the overview's
+            # data URI among them); its trace and layout objects, validators and callbacks only point into them.
+            return 64 + walk(x._data, depth + 1) + walk(x._layout, depth + 1) + walk(x._frame_objs, depth + 1)
         if isinstance(x, dict):
             return sum(walk(k, depth + 1) + walk(v, depth + 1) for k, v in x.items())
         if isinstance(x, list | tuple | set | frozenset):

@@ -36,6 +36,16 @@ def test_nbytes_counts_tensors_once_and_arrays():
     assert results.nbytes({"a": np.zeros(250, dtype=np.float64)}) >= 2000
 
 
+def test_nbytes_weighs_a_figure_by_its_data_and_layout():
+    import plotly.graph_objects as go
+
+    uri = "data:image/png;base64," + "A" * 100_000
+    fig = go.Figure([go.Image(source=uri), go.Scatter(x=[1.0] * 5000, y=list(range(5000)))], layout=dict(title="t"))
+    size = results.nbytes((fig, 0.5))
+    assert size >= len(uri) + 5000 * 32  # the image's URI and the points' numbers
+    assert size < 2 * len(uri) + 2 * 64 * 5000  # not its validators, callbacks and parent links
+
+
 def test_cache_evicts_least_recently_used_by_bytes():
     cache = results.ByteCache(lambda: 10_000)
     for k in "abc":
