@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import base64
 import functools
-import io
 import math
+import struct
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-from PIL import Image
 from plotly.colors import get_colorscale, sample_colorscale
 
 from .heatmap import COLORSCALE
@@ -49,13 +49,40 @@ def _colour_table(colorscale: str, levels: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _palette(colorscale: str) -> list[int]:
-    """Return the PNG palette, 256 RGB entries flattened: the colour levels, then hidden cells and gaps."""
-    palette = np.zeros((256, 3), dtype=np.uint8)
+def _palette(colorscale: str) -> bytes:
+    """Return the PNG palette, RGB entries one after another: the colour levels, then hidden cells and gaps."""
+    palette = np.zeros((GAP_INDEX + 1, 3), dtype=np.uint8)
     palette[:LEVELS] = _colour_table(colorscale, LEVELS)
     palette[MASKED_INDEX] = MASKED_RGB
     palette[GAP_INDEX] = GAP_RGB
-    return palette.reshape(-1).tolist()
+    return palette.tobytes()
+
+
+def palette_png(index: np.ndarray, palette: bytes, level: int = 1, strategy: int = zlib.Z_RLE) -> bytes:
+    """Return the PNG of a (height, width) uint8 array of palette indices (8 bits a pixel, no row filters).
+
+    Written here with zlib, not through PIL: the same pixels and palette colours as PIL's PNG writer at the same
+    level and strategy (within a few hundred bytes of its size), without its ~0.7 ms a mosaic of copying the
+    image through its buffers and encoder in 64 kB pieces (13.3 ms against 12.6 ms, a 120-token mosaic of the
+    bundled model). Only the palette's used entries are written (66, not 256)."""
+    h, w = index.shape
+    rows = np.empty((h, w + 1), dtype=np.uint8)
+    rows[:, 0] = 0  # each row's filter type: None (a palette image's indices do not predict each other)
+    rows[:, 1:] = index
+    deflate = zlib.compressobj(level, zlib.DEFLATED, 15, 8, strategy)
+    idat = deflate.compress(rows.data) + deflate.flush()
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 3, 0, 0, 0)  # 8-bit palette indices, deflate, no interlace
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"PLTE", palette)
+        + chunk(b"IDAT", idat)
+        + chunk(b"IEND", b"")
+    )
 
 
 def downsample_factor(n_q: int, n_k: int, max_tile: int) -> int:
@@ -230,21 +257,15 @@ def render_mosaic(
         canvas = np.concatenate([p for piece in pieces for p in (piece, spacer)][:-1], axis=1)
         assert canvas.shape[1] == cols + (H // group - 1) * group_gap
 
-    img = Image.fromarray(np.ascontiguousarray(canvas), mode="P")
-    img.putpalette(_palette(colorscale))
-    buf = io.BytesIO()
     # zlib level 1 with the run-length strategy (Z_RLE = 3): as fast as level 1's default strategy and ~6× faster
     # than level 6, and smaller than either (bundled model: 115 tokens 381 kB against 438 kB at level 1, 512
     # tokens 468 kB against 536 kB and 475 kB at level 6): a mosaic is runs of equal colour levels and gaps.
     # The server encodes one per new text, and every byte is then base64'd, serialised and sent.
     # Kept for good (small=True, a notebook's output): level 9's default strategy finds the repeats of enlarged
     # pixels that run-length coding cannot (bundled model, 16 tokens: 20 kB against 95 kB).
-    if small:
-        img.save(buf, format="PNG", compress_level=9)
-    else:
-        img.save(buf, format="PNG", compress_level=1, compress_type=3)
+    png = palette_png(canvas, _palette(colorscale), level=9 if small else 1, strategy=0 if small else zlib.Z_RLE)
     return Mosaic(
-        png=buf.getvalue(),
+        png=png,
         layers=L,
         heads=H,
         tile_h=th,

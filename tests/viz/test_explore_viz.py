@@ -194,6 +194,21 @@ def test_overview_figure_is_byte_for_byte_what_plotly_validates(group):
             fig.data[1].update(mode="dots")
 
 
+@pytest.mark.parametrize("level, strategy", [(1, 3), (9, 0)])
+def test_palette_png_decodes_to_its_indices_and_colours(level, strategy):
+    from viz.overview import palette_png
+
+    rng = np.random.default_rng(3)
+    index = rng.integers(0, 5, size=(37, 53), dtype=np.uint8)
+    index[:, 10:20] = 4  # a run, as the gaps between tiles are
+    palette = bytes([10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 200, 150, 100])
+    img = Image.open(io.BytesIO(palette_png(index[:, 1:-1], palette, level=level, strategy=strategy)))
+    assert img.size == (51, 37)
+    assert np.array_equal(png_indices(palette_png(index, palette, level, strategy)), index)
+    rgb = np.asarray(Image.open(io.BytesIO(palette_png(index, palette, level, strategy))).convert("RGB"))
+    assert np.array_equal(rgb, np.frombuffer(palette, dtype=np.uint8).reshape(-1, 3)[index])
+
+
 def test_mosaic_rejects_bad_shapes():
     with pytest.raises(ValueError, match="layers, heads"):
         render_mosaic(np.zeros((3, 3)))
