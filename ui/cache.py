@@ -7,12 +7,13 @@ the cache. Keys are short tuples of strings; no array is ever hashed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import streamlit as st
 
-from models import Capabilities, Encoder, EncoderOutput, load_encoder, spec_capabilities
+from models import Capabilities, Encoder, EncoderOutput, load_encoder, settings, spec_capabilities
 
 from . import batching, debug, results, runtime, slots
 from .state import Selection
@@ -35,7 +36,15 @@ def capabilities(spec: str) -> Capabilities:
 
 def long_text(sel: Selection) -> bool:
     """Return whether the selection's text is long enough for maps on demand (no internals, no importance)."""
-    return not model(sel).fits_dense(sel.text, sel.text_b if model(sel).capabilities.pairs else None)
+    return _long_text(sel, settings.limit("dense_maps_mb"))
+
+
+@functools.lru_cache(maxsize=64)
+def _long_text(sel: Selection, dense_maps_mb: float) -> bool:
+    # Asked twice for every new text (the encode's guard, then the encode) and by pages: each asking tokenised the
+    # text again (0.7 ms for 120 tokens). Keyed by the budget too, so a changed ATTENTION_LENS_DENSE_MAPS_MB counts.
+    enc = model(sel)
+    return not enc.fits_dense(sel.text, sel.text_b if enc.capabilities.pairs else None)
 
 
 def model(sel: Selection) -> Encoder:

@@ -46,6 +46,20 @@ def test_nbytes_weighs_a_figure_by_its_data_and_layout():
     assert size < 2 * len(uri) + 2 * 64 * 5000  # not its validators, callbacks and parent links
 
 
+def test_long_text_is_asked_once_and_follows_the_dense_budget(monkeypatch):
+    from ui import cache
+    from ui.state import Selection
+
+    sel = Selection("minilm", "cpu", "fp32", "word " * 100, "", "")  # 102 tokens: 2.9 MB of maps
+    calls = []
+    real = cache.Encoder.fits_dense
+    monkeypatch.setattr(cache.Encoder, "fits_dense", lambda self, *a: calls.append(a) or real(self, *a))
+    assert not cache.long_text(sel) and not cache.long_text(sel)
+    assert len(calls) <= 1  # the text is tokenised once, not per asking
+    monkeypatch.setenv("ATTENTION_LENS_DENSE_MAPS_MB", "1")
+    assert cache.long_text(sel)  # a smaller budget is a new answer, not the remembered one
+
+
 def test_cache_evicts_least_recently_used_by_bytes():
     cache = results.ByteCache(lambda: 10_000)
     for k in "abc":
