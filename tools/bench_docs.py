@@ -112,10 +112,11 @@ def fmt(v: Any) -> str:
 
 
 def under_load(doc: dict[str, Any]) -> bool:
-    """True when the run says it was measured under load, or its 1-minute load average at the end exceeded 1.5."""
+    """True when the run says it was measured under load, or its load from other work (older files: its 1-minute
+    load average at the end) exceeded 1.5."""
     if doc.get("measured_under_load"):
         return True
-    if "load_from_other_work" in doc:  # written by bench.results: the load at the end less the bench's own
+    if "load_from_other_work" in doc:  # written by bench.results: the start's load, or other processes' CPU rate
         return float(doc["load_from_other_work"]) > QUIET_LOAD
     m = doc.get("machine", {})
     try:
@@ -159,6 +160,8 @@ def machine_line(doc: dict[str, Any]) -> str:
     if m.get("torch"):
         parts.append(f"torch {m['torch']} with {m.get('threads', '?')} threads")
     parts.append(f"load average {m.get('load_average', '?')} at the end")
+    if "load_from_other_work" in doc:
+        parts.append(f"load from other work {doc['load_from_other_work']}")
     return ", ".join(str(p) for p in parts)
 
 
