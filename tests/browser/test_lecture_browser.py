@@ -93,6 +93,9 @@ def test_every_slide_fits_a_projector_without_scrolling(app_url, chromium, model
             page.keyboard.press("ArrowRight")
             _wait_for_text(page, f"Step {k} of {n}")
         _wait_until_still(page)
+        # On a loaded machine the script can pause longer than the still polls between the title and the bottom
+        # button (seen once with two suites on two cores): the slide is whole once its Next button exists.
+        page.wait_for_selector(".st-key-step_next_bottom button", timeout=LOAD_MS)
         for width, height in PROJECTORS:
             page.set_viewport_size({"width": width, "height": height})
             page.wait_for_timeout(400)  # plotly and Streamlit's columns re-lay out to the new width
