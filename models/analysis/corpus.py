@@ -434,6 +434,32 @@ def _sample(rows: Iterable[tuple[str, list[str]]]) -> list[tuple[str, list[str]]
     return sorted(rows, key=lambda r: (r[0], r[1]))[:SAMPLE_LINES]
 
 
+def _triu_pack(m: np.ndarray) -> np.ndarray:
+    """Return a symmetric (F, F) matrix's upper triangle, row by row, as one flat array of F·(F+1)/2 values."""
+    F = m.shape[0]
+    out = np.empty(F * (F + 1) // 2, dtype=m.dtype)
+    at = 0
+    for i in range(F):
+        out[at : at + F - i] = m[i, i:]
+        at += F - i
+    return out
+
+
+def _triu_unpack(v: np.ndarray) -> np.ndarray:
+    """Return the symmetric (F, F) matrix whose upper triangle `_triu_pack` wrote; a length that is no triangle
+    number is refused."""
+    F = int((np.sqrt(8 * v.size + 1) - 1) / 2)
+    if v.ndim != 1 or F * (F + 1) // 2 != v.size:
+        raise ValueError("cka_moment: not a packed triangle")
+    m = np.empty((F, F), dtype=v.dtype)
+    at = 0
+    for i in range(F):
+        m[i, i:] = v[at : at + F - i]
+        m[i:, i] = v[at : at + F - i]
+        at += F - i
+    return m
+
+
 @dataclass
 class CorpusSums:
     """Per-head sums over some sentences, all float64, that add up exactly: batch sums merged in any order give
@@ -468,7 +494,8 @@ class CorpusSums:
     COUNTS = ("read", "sentences", "rows", "pair_items", "truncated", "batches", "cka_count")
 
     def merge(self, other: CorpusSums) -> CorpusSums:
-        """Add another batch's sums into these, in place; return self."""
+        """Add another batch's sums into these, in place (into arrays these sums own: no new (F, F) array per batch,
+        which kept the Ray driver's peak growing with the corpus); return self."""
         if (other.n_layers, other.n_heads) != (self.n_layers, self.n_heads):
             raise ValueError("sums of different models")
         for k in self.COUNTS:
@@ -476,16 +503,25 @@ class CorpusSums:
         for reason, n in other.skipped.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + n
         for name, v in other.stats.items():
-            self.stats[name] = self.stats[name] + v if name in self.stats else v.copy()
+            if name in self.stats:
+                self.stats[name] += v
+            else:
+                self.stats[name] = v.copy()
         for k in self.ARRAYS:
             a, b = getattr(self, k), getattr(other, k)
-            if b is not None:
-                setattr(self, k, b.copy() if a is None else a + b)
+            if b is None:
+                continue
+            if a is None:
+                setattr(self, k, b.copy())
+            else:
+                a += b
         self.sample = _sample(self.sample + other.sample)
         return self
 
     def __add__(self, other: CorpusSums) -> CorpusSums:
-        return replace(self, skipped=dict(self.skipped), stats=dict(self.stats), sample=list(self.sample)).merge(other)
+        arrays = {k: None if getattr(self, k) is None else getattr(self, k).copy() for k in self.ARRAYS}
+        stats = {k: v.copy() for k, v in self.stats.items()}
+        return replace(self, skipped=dict(self.skipped), stats=stats, sample=list(self.sample), **arrays).merge(other)
 
     def to_bytes(self) -> bytes:
         """Return these sums as .npz bytes (no pickles): what a Ray actor sends the driver for one batch."""
@@ -493,6 +529,8 @@ class CorpusSums:
         meta.update(skipped=self.skipped, sample=self.sample)
         arrays = {f"stat.{k}": v for k, v in self.stats.items()}
         arrays.update({k: getattr(self, k) for k in self.ARRAYS if getattr(self, k) is not None})
+        if self.cka_moment is not None:  # (heads·d_k)² float64, the bulk of a batch: its upper triangle only
+            arrays["cka_moment"] = _triu_pack(self.cka_moment)
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         buf = io.BytesIO()
         np.savez(buf, **arrays)  # type: ignore[arg-type]  # the stub reads **arrays as allow_pickle
@@ -510,6 +548,8 @@ class CorpusSums:
             for name in z.files:
                 if name.startswith("stat."):
                     sums.stats[name[5:]] = z[name].astype(np.float64)
+                elif name == "cka_moment":
+                    sums.cka_moment = _triu_unpack(z[name].astype(np.float64, copy=False))
                 elif name in cls.ARRAYS:
                     setattr(sums, name, z[name].astype(np.float64))
         return sums
@@ -676,7 +716,9 @@ def chunk_sums(
     if gram is not None:
         sums.gram = gram.cpu().numpy()
     if total is not None and moment is not None:
-        sums.cka_total, sums.cka_moment = total.cpu().numpy(), moment.cpu().numpy()
+        # Σ z zᵀ is symmetric but its float rounding is not quite (the two addr_ terms add in opposite orders): made
+        # exactly symmetric here, for every engine, so that a batch travels as its upper triangle (`to_bytes`)
+        sums.cka_total, sums.cka_moment = total.cpu().numpy(), ((moment + moment.mT) / 2).cpu().numpy()
     sums.sample = sample
     return sums
 

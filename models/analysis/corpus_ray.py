@@ -44,6 +44,27 @@ if TYPE_CHECKING:
 
 INSTALL = 'pip install -e ".[scale]"  (or: pip install "ray[data]==2.60.0")'
 IN_FLIGHT = 2  # batches queued per actor: one running, one waiting; the driver never holds more than these
+STORE_BATCHES = 4  # a local Ray's object store holds this many × workers × IN_FLIGHT batches' sums (`store_bytes`)
+STORE_MIN = 256 << 20  # … and at least this: input blocks, Ray Data's own objects
+
+
+def batch_bytes(n_layers: int, n_heads: int, context_width: int) -> int:
+    """Return the bytes of one batch's sums as `CorpusSums.to_bytes` sends them (float64): the CKA moment's upper
+    triangle over every head's context vector (n_layers × context_width), three JS parts and the Gram over the
+    heads, a few statistics per head."""
+    F, N = n_layers * context_width, n_layers * n_heads
+    return 8 * (F * (F + 1) // 2 + F + 4 * N * N + 16 * N)
+
+
+def store_bytes(workers: int, per_batch: int) -> int:
+    """Return the object store a local Ray starts with: room for STORE_BATCHES × workers × IN_FLIGHT batches' sums.
+
+    Bounded on purpose. The driver maps the store's pages as it reads each batch's sums, and its resident memory
+    counts every page it has read: with Ray's default store (30 % of RAM) the allocator kept placing new batches on
+    pages not read before, and the driver's peak grew with the corpus (minilm, 2 workers: 487 MB of store pages at
+    2,400 lines, 812 MB at 24,000). With the store sized to the batches in flight, the pages it can read are bounded
+    whatever the corpus. A cluster's store is the cluster's own setting."""
+    return max(STORE_MIN, STORE_BATCHES * workers * IN_FLIGHT * per_batch)
 
 
 class RayMissing(InputError):
@@ -147,13 +168,15 @@ def run_ray(
     device: str | None = None,
     dtype: str | None = None,
     address: str | None = None,
+    context_width: int | None = None,
     on_batch: Callable[[CorpusSums, CorpusSums, int], None] | None = None,
     reduce: Callable[[CorpusSums, CorpusSums], CorpusSums] | None = None,
 ) -> CorpusSums:
     """Return the CorpusSums of a `--file` path computed on Ray: `workers` actors, batches of `batch_rows` rows.
 
     Joins the cluster at `address` (or RAY_ADDRESS); without either, and when Ray is not running in this process
-    yet, starts a local Ray on this machine's cores and shuts it down at the end. on_batch(batch, total, pid) after
+    yet, starts a local Ray on this machine's cores, with an object store sized to the batches in flight (`store_bytes`;
+    context_width: each layer's heads × d_k, which sizes a batch's sums), and shuts it down at the end. on_batch(batch, total, pid) after
     each batch reduced (progress; pid: the actor's process). reduce: how a batch joins the total (tests plant a
     wrong one here); the default adds it.
     """
@@ -164,6 +187,8 @@ def run_ray(
         kw: dict[str, Any] = dict(log_to_driver=False, configure_logging=False)
         if address is None:  # a local Ray on this machine's cores (a cluster's own settings are its own)
             kw.update(num_cpus=max(os.cpu_count() or 1, workers), include_dashboard=False)
+            if context_width is not None:
+                kw.update(object_store_memory=store_bytes(workers, batch_bytes(n_layers, n_heads, context_width)))
         ray.init(address=address, **kw)
         started = True
     try:

@@ -109,6 +109,7 @@ def run_corpus(
                 device=args.device,
                 dtype=args.dtype,
                 address=args.ray_address,
+                context_width=c.n_heads * c.d_k,
                 on_batch=progress,
             )
         else:

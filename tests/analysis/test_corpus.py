@@ -403,6 +403,36 @@ def test_sums_travel_as_npz_bytes_without_pickles(batch_sums):
     assert back.stats.keys() == parts[0].stats.keys() and back.sample == parts[0].sample
 
 
+def test_the_cka_moment_travels_as_its_upper_triangle(batch_sums):
+    """A batch's (F, F) moment is exactly symmetric (every engine makes it so), so half of it travels: the bytes
+    shrink and the matrix comes back bit for bit; a flat array that is no triangle is refused."""
+    from models.analysis.corpus import CorpusSums, _triu_unpack
+
+    _, parts, _ = batch_sums
+    m = parts[0].cka_moment
+    assert m is not None and np.array_equal(m, m.T)
+    full = m.size * 8
+    assert len(parts[0].to_bytes()) < 0.6 * full
+    np.testing.assert_array_equal(CorpusSums.from_bytes(parts[0].to_bytes()).cka_moment, m)
+    with pytest.raises(ValueError, match="triangle"):
+        _triu_unpack(np.zeros(7))
+
+
+def test_adding_sums_leaves_both_operands_alone(batch_sums):
+    """merge adds in place into the arrays its sums own; `a + b` copies first, so neither operand changes."""
+    from models.analysis.corpus import CorpusSums
+
+    _, parts, _ = batch_sums
+    a, b = parts[0], parts[1]
+    before = {k: getattr(a, k).copy() for k in CorpusSums.ARRAYS} | {f"stat.{k}": v.copy() for k, v in a.stats.items()}
+    total = a + b
+    np.testing.assert_array_equal(total.cka_moment, a.cka_moment + b.cka_moment)
+    for k in CorpusSums.ARRAYS:
+        np.testing.assert_array_equal(getattr(a, k), before[k])
+    for k, v in a.stats.items():
+        np.testing.assert_array_equal(v, before[f"stat.{k}"])
+
+
 def test_the_local_engine_streams_a_file_to_the_statistics_of_one_batch(minilm, tmp_path):
     from models.analysis.corpus import stream_corpus
 
@@ -412,3 +442,15 @@ def test_the_local_engine_streams_a_file_to_the_statistics_of_one_batch(minilm, 
     sums = stream_corpus(minilm, tmp_path / "c.txt", batch_rows=7, on_batch=lambda part, total: seen.append(total.read))
     assert seen == [7, 14, 21, 24] and sums.batches == 4
     assert_same_statistics(sums.report(minilm), analyse_corpus(minilm, lines)[0])
+
+
+def test_the_ray_store_is_sized_from_what_a_batch_sends(batch_sums):
+    """`batch_bytes` (which sizes a local Ray's object store) is what `to_bytes` really sends for minilm, within 2 %;
+    the store holds STORE_BATCHES × workers × IN_FLIGHT of them, never less than STORE_MIN."""
+    from models.analysis.corpus_ray import IN_FLIGHT, STORE_BATCHES, STORE_MIN, batch_bytes, store_bytes
+
+    _, parts, _ = batch_sums
+    sent, said = len(parts[0].to_bytes()), batch_bytes(6, 12, 384)
+    assert abs(sent - said) <= 0.02 * said
+    assert store_bytes(2, said) == STORE_BATCHES * 2 * IN_FLIGHT * said > STORE_MIN
+    assert store_bytes(1, 1000) == STORE_MIN

@@ -69,3 +69,28 @@ def test_ray_gives_the_local_engines_statistics_with_an_actor_killed(local_ray, 
     sums = run_ray("minilm", folder, 6, 12, workers=2, batch_rows=4, on_batch=kill_the_first)
     assert len(set(pids)) >= 2 and sums.batches >= 6 and sums.read == local.read == 26
     _same(sums, local, minilm)
+
+
+def test_a_local_ray_starts_with_a_store_sized_to_the_batches_in_flight(corpus, monkeypatch):
+    """Started here, Ray's object store holds the batches in flight, not 30 % of RAM: the driver maps the pages it
+    reads, and with the default store its peak grew with the corpus. A cluster's own settings are left alone."""
+    from models.analysis.corpus_ray import batch_bytes, store_bytes
+
+    folder, _ = corpus
+    seen: list[dict] = []
+
+    class Stop(Exception):
+        pass
+
+    def init(address=None, **kw):
+        seen.append(dict(kw, address=address))
+        raise Stop
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for address in (None, "ray://head:10001"):
+        with pytest.raises(Stop):
+            run_ray("minilm", folder, 6, 12, workers=2, context_width=384, address=address)
+    assert seen[0]["object_store_memory"] == store_bytes(2, batch_bytes(6, 12, 384))
+    assert seen[1]["address"] == "ray://head:10001" and "object_store_memory" not in seen[1]
