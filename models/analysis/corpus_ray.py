@@ -10,8 +10,8 @@ two actors, Ray 2.60), `map_batches` runs an
 actor pool (`SumsWorker`: one loaded model per actor, a GPU each with `device="cuda"`), every batch returns its
 float64 sums (`models.analysis.corpus.chunk_sums`, the local engine's own function) as .npz bytes, and the driver
 adds them as they stream in (`iter_batches`). Sums add up in any order, so the order batches finish in does not
-matter; a killed actor is restarted and its batch retried (Ray Data's actor pool: max_restarts and
-max_task_retries), and a batch's sums are either counted once or not yet at all.
+matter; a killed actor is restarted and its batch retried (Ray Data's actor pool restarts actors and retries
+their tasks by default), and a batch's sums are either counted once or not yet at all.
 """
 
 from __future__ import annotations
@@ -204,8 +204,9 @@ def run_ray(
             compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=IN_FLIGHT),
             num_cpus=1,
             num_gpus=1 if (device or "").startswith("cuda") else 0,
-            max_restarts=-1,  # a killed actor comes back …
-            max_task_retries=-1,  # … and its batch runs again: counted once, when it returns
+            # A killed actor comes back and its batch runs again (counted once, when it returns): Ray Data's actor
+            # pool sets max_restarts=-1 and max_task_retries=-1 itself (2.60; passing them is deprecated), and
+            # test_corpus_ray kills an actor mid-run to hold it to that.
         )
         total = CorpusSums(n_layers, n_heads)
         add = reduce or CorpusSums.merge
