@@ -83,11 +83,13 @@ print(len(lines), total)
 """
 
 
-def child_run(cmd: list[str]) -> tuple[float, float]:
-    """Run a whole process; return (its CPU seconds, user + system of it and its children; its wall seconds)."""
+def child_run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Run a whole process (env: added to this one's); return (its CPU seconds, user + system of it and its
+    children; its wall seconds)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=environ)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"error: {' '.join(cmd[:4])} … failed: {proc.stderr.strip()[-500:]}")
@@ -282,6 +284,17 @@ def main() -> None:
         print(f"1. stats --file, {args.lines} sentences: {ours_cpu:.1f} s CPU ({ours_wall:.1f} s wall); transformers "
               f"script {peer_cpu:.1f} s CPU ({peer_wall:.1f} s wall): ratio {r1:.2f} (target ≤ {TARGETS['corpus']})")  # fmt: skip
         rows.add(f"stats --file, {args.lines} sentences (CPU s)", ours_cpu, peer_cpu, r1, f"≤ {TARGETS['corpus']}")
+        # Where the rest goes: the same run with the pairwise redundancy (JS, cosine, CKA between every two heads)
+        # refused by its budget, i.e. the forward and the per-head statistics alone.
+        solo_cpu, _ = child_run([sys.executable, "-m", "models", "stats", "--model", spec, "--file", str(corpus),
+                                 "--no-importance", "--out", str(Path(tmp) / "solo.json")],
+                                env={"ATTENTION_LENS_PAIR_HEADS": "1"})  # fmt: skip
+        print(f"   of it: the per-head statistics without the pairwise redundancy {solo_cpu:.1f} s CPU "
+              f"(÷ the script {solo_cpu / peer_cpu:.2f}); the redundancy matrices {ours_cpu - solo_cpu:.1f} s")  # fmt: skip
+        rows.add("  of it: forward and per-head statistics, no pairwise redundancy (CPU s)", solo_cpu, peer_cpu,
+                 solo_cpu / peer_cpu, "")  # fmt: skip
+        rows.add("  of it: redundancy between every two heads (JS, cosine, CKA) (CPU s)", ours_cpu - solo_cpu, None,
+                 None, "")  # fmt: skip
         rec.headline(f"stats --file over {args.lines:,} sentences ÷ a transformers script (batches of 64), CPU", r1,
                      "×", f"≤ {TARGETS['corpus']}", r1 <= TARGETS["corpus"])  # fmt: skip
 
