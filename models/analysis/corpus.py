@@ -723,9 +723,14 @@ class MomentSum:
     tokens; then the accumulator joins the float64 moment with m's outer products, and a new run starts. Converting
     every block's (F, F) product to float64 and adding the outer products cost more than the product itself
     (stats --file over 2,400 sentences: `.to(float64)` 5.5 s and `addr_` 2.3 s against ~4 s of GEMM).
+
+    The product is symmetric, so only its upper part is multiplied: COLUMNS-wide strips of rows, each against the
+    columns from its own on (0.38 s against 0.60 s for the whole (2,304 × 5,100) · (5,100 × 2,304) product, minilm's
+    F); the float64 moment gets its lower part by mirroring, once per run.
     """
 
     FLUSH_TOKENS = 4096  # float32 sums over at most this many tokens' products, as a GEMM's own inner sums are
+    COLUMNS = 256  # rows per strip of the upper part (narrower strips make slower GEMMs)
 
     def __init__(self) -> None:
         self.count = 0
@@ -749,7 +754,10 @@ class MomentSum:
             self._n = 0
         Zc = Z - self._centre
         self._centred.add_(Zc.sum(0, dtype=f64))
-        self._acc.addmm_(Zc.T, Zc)
+        F = Z.shape[1]
+        for i0 in range(0, F, self.COLUMNS):
+            i1 = min(F, i0 + self.COLUMNS)
+            self._acc[i0:i1, i0:].addmm_(Zc[:, i0:i1].T, Zc[:, i0:])  # the strip's rows, from its diagonal on
         self._n += Z.shape[0]
         if self._n >= self.FLUSH_TOKENS:
             self._flush()
@@ -763,6 +771,10 @@ class MomentSum:
             return
         m = self._centre.to(torch.float64)
         M = self._acc.to(torch.float64)
+        F = M.shape[0]
+        for i0 in range(0, F, self.COLUMNS):  # the lower part, left at zero by the strips: the upper part mirrored
+            i1 = min(F, i0 + self.COLUMNS)
+            M[i1:, i0:i1] = M[i0:i1, i1:].T
         M.addr_(m, self._centred).addr_(self._centred, m).addr_(m, m, alpha=float(self._n))
         self.moment = M if self.moment is None else self.moment.add_(M)
         self._acc = None
