@@ -194,19 +194,36 @@ def test_overview_figure_is_byte_for_byte_what_plotly_validates(group):
             fig.data[1].update(mode="dots")
 
 
-@pytest.mark.parametrize("level, strategy", [(1, 3), (9, 0)])
-def test_palette_png_decodes_to_its_indices_and_colours(level, strategy):
+@pytest.mark.parametrize("level, strategy, fast", [(1, 3, False), (9, 0, False), (1, 3, True)])
+def test_palette_png_decodes_to_its_indices_and_colours(level, strategy, fast):
     from viz.overview import palette_png
 
     rng = np.random.default_rng(3)
     index = rng.integers(0, 5, size=(37, 53), dtype=np.uint8)
     index[:, 10:20] = 4  # a run, as the gaps between tiles are
     palette = bytes([10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 200, 150, 100])
-    img = Image.open(io.BytesIO(palette_png(index[:, 1:-1], palette, level=level, strategy=strategy)))
+    img = Image.open(io.BytesIO(palette_png(index[:, 1:-1], palette, level=level, strategy=strategy, fast=fast)))
     assert img.size == (51, 37)
-    assert np.array_equal(png_indices(palette_png(index, palette, level, strategy)), index)
-    rgb = np.asarray(Image.open(io.BytesIO(palette_png(index, palette, level, strategy))).convert("RGB"))
+    assert np.array_equal(png_indices(palette_png(index, palette, level, strategy, fast)), index)
+    rgb = np.asarray(Image.open(io.BytesIO(palette_png(index, palette, level, strategy, fast))).convert("RGB"))
     assert np.array_equal(rgb, np.frombuffer(palette, dtype=np.uint8).reshape(-1, 3)[index])
+
+
+def test_mosaic_deflates_with_isal_when_installed_and_zlib_otherwise(minilm, monkeypatch):
+    # isal is in requirements.txt: the per-text mosaic uses it; without it (monkeypatched away) zlib draws the
+    # same pixels. Real maps, 120 tokens: ISA-L's bytes stay within 1.3× of zlib level 1's (bench/NOTES.md).
+    import viz.overview as overview
+
+    assert overview.isal_zlib is not None
+    maps = minilm.encode(text_of(minilm.tokenizer, 120)).attentions.numpy()
+    fast = render_mosaic(maps)
+    monkeypatch.setattr(overview, "isal_zlib", None)
+    plain = render_mosaic(maps)
+    assert fast.png != plain.png  # two different deflaters wrote them
+    assert np.array_equal(png_indices(fast.png), png_indices(plain.png))
+    assert Image.open(io.BytesIO(fast.png)).getpalette() == Image.open(io.BytesIO(plain.png)).getpalette()
+    assert len(fast.png) <= 1.3 * len(plain.png)
+    assert fast.bytes_per_value <= 1.0
 
 
 def test_mosaic_rejects_bad_shapes():
