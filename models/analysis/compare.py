@@ -148,29 +148,21 @@ def columns_for(causal: bool) -> tuple[str, ...]:
     return ("entropy_norm", *(DECODER_COLUMNS if causal else ENCODER_COLUMNS))
 
 
-# Values of the maps that one call of sentence_stats reads in `statistics`: a few heads, so that its map-sized
-# temporaries (the entropies' terms) are reused from the allocator's free memory instead of fresh pages each
-# layer (12 heads at 512 tokens: 13 MB a temporary, ~30 ms of page faults per run's statistics).
-STATS_PIECE_VALUES = 1 << 19
-
-
 def statistics(out: EncoderOutput, maps: Any = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Return per-head statistics (name → (layers, heads)) and labels of one run, layer by layer.
 
     maps: (layers, heads, q_pos, k_pos) to read instead of out.attentions (value-weighted shares, say).
     A causal run's entropy_norm is the causal form (docs/METRICS.md). Labels without induction (it needs a
-    separate pass on a repeated random sequence: the Heads page has it).
+    separate pass on a repeated random sequence: the Heads page has it). Without 'distance', which no comparison
+    shows (a product as large as the maps).
     """
     source = out.attentions if maps is None else maps
     roles = Roles.of_output(out)
-    L, H, T, _ = _shape(out, maps)
-    step = max(1, STATS_PIECE_VALUES // (T * T))  # heads at a time
-    pieces = []
-    for layer in range(L):
+    per_layer = []
+    for layer in range(_shape(out, maps)[0]):
         a = torch.as_tensor(np.asarray(source[layer]), dtype=torch.float32)  # (heads, q_pos, k_pos)
-        for h in range(0, H, step):  # each (1, 1, heads of the piece); 'distance' is not compared
-            pieces.append(sentence_stats(a[None, None, h : h + step], roles, distance=False))
-    stats = {k: torch.cat([p[k][0, 0] for p in pieces]).view(L, H).double().numpy() for k in pieces[0]}
+        per_layer.append(sentence_stats(a[None, None], roles, distance=False))  # each (1, 1, heads)
+    stats = {k: torch.cat([p[k][0] for p in per_layer]).double().numpy() for k in per_layer[0]}
     causal = out.capabilities.causal
     if causal:
         stats["entropy_norm"] = stats["entropy_norm_causal"]
@@ -232,11 +224,13 @@ def compare(a: EncoderOutput, b: EncoderOutput, maps_a: Any = None, maps_b: Any 
     return cmp
 
 
-# One piece of row_distances' work: this many values of each run's maps (one head at 512 tokens). P, Q, M and the
-# scratch are four float64 arrays of this size (8 MB) made once and reused by every piece, so the ~15 passes over
-# a piece stay in the CPU's cache. Slices of 12 heads with fresh arrays (100 MB a slice) spent more on the page
-# faults and memory traffic than on the logs: 0.6–1.2 s of CPU against 0.2 s for minilm's 72 heads at 512 tokens.
-PIECE_VALUES = 1 << 18
+# One piece of row_distances' work: this many values of each run's maps (two heads at 512 tokens). P, Q, M and the
+# scratch are four float64 arrays of this size (16 MB together) made once and reused by every piece. Slices of 12
+# heads with fresh arrays (100 MB a slice) spent more on page faults and memory traffic than on the logs (0.65 s
+# against 0.25 s of CPU for minilm's 72 heads at 512 tokens, one thread). One head a piece is as cheap but makes
+# twice the parallel regions (19 a piece), and each can cost a scheduler slice of OpenMP spinning when the other
+# core is busy (bench/NOTES.md, issue 35).
+PIECE_VALUES = 1 << 19
 
 
 def row_distances(a: Any, b: Any, real: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -246,7 +240,7 @@ def row_distances(a: Any, b: Any, real: torch.Tensor) -> tuple[np.ndarray, np.nd
     count 0; n for the smoothing is the number of real tokens). Dense maps (the runs' own tensors, read in place,
     never copied) are taken as one stack of (layers · heads · q_pos) rows; maps made on demand (a long text) are
     read a layer at a time. Either way the rows go through `paired_js` in pieces of PIECE_VALUES values on
-    buffers made once: every head's distance in one vectorised loop, its working set within the CPU's cache.
+    buffers made once: every head's distance in one vectorised loop, its working set near the CPU's cache.
     """
     L, H, T, _ = (int(s) for s in a.shape[-4:])
     n = int(real.sum())
