@@ -153,14 +153,15 @@ def statistics(out: EncoderOutput, maps: Any = None) -> tuple[dict[str, np.ndarr
 
     maps: (layers, heads, q_pos, k_pos) to read instead of out.attentions (value-weighted shares, say).
     A causal run's entropy_norm is the causal form (docs/METRICS.md). Labels without induction (it needs a
-    separate pass on a repeated random sequence: the Heads page has it).
+    separate pass on a repeated random sequence: the Heads page has it). Without 'distance', which no comparison
+    shows (a product as large as the maps).
     """
     source = out.attentions if maps is None else maps
     roles = Roles.of_output(out)
     per_layer = []
     for layer in range(_shape(out, maps)[0]):
         a = torch.as_tensor(np.asarray(source[layer]), dtype=torch.float32)  # (heads, q_pos, k_pos)
-        per_layer.append(sentence_stats(a[None, None], roles))  # each (1, 1, heads)
+        per_layer.append(sentence_stats(a[None, None], roles, distance=False))  # each (1, 1, heads)
     stats = {k: torch.cat([p[k][0] for p in per_layer]).double().numpy() for k in per_layer[0]}
     causal = out.capabilities.causal
     if causal:
@@ -223,8 +224,13 @@ def compare(a: EncoderOutput, b: EncoderOutput, maps_a: Any = None, maps_b: Any 
     return cmp
 
 
-# Working set of one pass of row_distances: float64 P, Q, M and one scratch array of this many bytes together.
-PASS_BYTES = 96 << 20
+# One piece of row_distances' work: this many values of each run's maps (two heads at 512 tokens). P, Q, M and the
+# scratch are four float64 arrays of this size (16 MB together) made once and reused by every piece. Slices of 12
+# heads with fresh arrays (100 MB a slice) spent more on page faults and memory traffic than on the logs (0.65 s
+# against 0.25 s of CPU for minilm's 72 heads at 512 tokens, one thread). One head a piece is as cheap but makes
+# twice the parallel regions (19 a piece), and each can cost a scheduler slice of OpenMP spinning when the other
+# core is busy (bench/NOTES.md, issue 35).
+PIECE_VALUES = 1 << 19
 
 
 def row_distances(a: Any, b: Any, real: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -232,31 +238,40 @@ def row_distances(a: Any, b: Any, real: torch.Tensor) -> tuple[np.ndarray, np.nd
 
     a, b: (layers, heads, q_pos, k_pos) maps of two runs whose positions line up; real: (seq,) bool (padded rows
     count 0; n for the smoothing is the number of real tokens). Dense maps (the runs' own tensors, read in place,
-    never copied) are taken as one (layers · heads) stack: every head's distance in one vectorised pass, cut into
-    slices of heads only to keep the float64 working set within PASS_BYTES. Maps made on demand (a long text) are
-    read a layer at a time.
+    never copied) are taken as one stack of (layers · heads · q_pos) rows; maps made on demand (a long text) are
+    read a layer at a time. Either way the rows go through `paired_js` in pieces of PIECE_VALUES values on
+    buffers made once: every head's distance in one vectorised loop, its working set near the CPU's cache.
     """
     L, H, T, _ = (int(s) for s in a.shape[-4:])
     n = int(real.sum())
-    flat_a: torch.Tensor | None = None
-    flat_b: torch.Tensor | None = None
-    if isinstance(a, torch.Tensor | np.ndarray) and isinstance(b, torch.Tensor | np.ndarray):
-        flat_a = torch.as_tensor(a).reshape(L * H, T, T)  # views of the runs' maps
-        flat_b = torch.as_tensor(b).reshape(L * H, T, T)
-    row_js = torch.zeros(L * H, T, dtype=torch.float64)
-    max_delta = torch.zeros(L * H, dtype=torch.float32)
-    step = max(1, PASS_BYTES // (4 * 8 * T * T)) if flat_a is not None else H
-    for start in range(0, L * H, step):
-        stop = min(L * H, start + step)
-        if flat_a is not None and flat_b is not None:
-            la, lb = flat_a[start:stop], flat_b[start:stop]
-        else:  # on demand: one layer's heads
-            la = torch.as_tensor(np.asarray(a[start // H]), dtype=torch.float32)
-            lb = torch.as_tensor(np.asarray(b[start // H]), dtype=torch.float32)
-        row_js[start:stop] = paired_js(la, lb, n)
-        max_delta[start:stop] = (lb.float() - la.float()).abs().amax(dim=(-2, -1))
+    dense = isinstance(a, torch.Tensor | np.ndarray) and isinstance(b, torch.Tensor | np.ndarray)
+    row_js = torch.empty(L * H * T, dtype=torch.float64)
+    row_max = torch.empty(L * H * T, dtype=torch.float32)  # max |B − A| of each row
+    rows = max(1, PIECE_VALUES // max(T, 1))
+    work = [torch.empty(rows * T, dtype=torch.float64) for _ in range(4)]
+    diff = torch.empty(rows * T, dtype=torch.float32)
+    sources: Any  # (first row, that many rows of A, of B) per block of rows read at once
+    if dense:
+        sources = [(0, torch.as_tensor(a).reshape(-1, T), torch.as_tensor(b).reshape(-1, T))]  # views
+    else:  # on demand: one layer's heads at a time
+        sources = (
+            (
+                layer * H * T,
+                torch.as_tensor(np.asarray(a[layer]), dtype=torch.float32).reshape(-1, T),
+                torch.as_tensor(np.asarray(b[layer]), dtype=torch.float32).reshape(-1, T),
+            )
+            for layer in range(L)
+        )
+    for first, fa, fb in sources:
+        for r0 in range(0, fa.shape[0], rows):
+            la, lb = fa[r0 : r0 + rows].float(), fb[r0 : r0 + rows].float()
+            at = slice(first + r0, first + r0 + la.shape[0])
+            paired_js(la, lb, n, work, out=row_js[at])
+            delta = torch.sub(lb, la, out=diff[: la.numel()].view(la.shape)).abs_()
+            torch.amax(delta, -1, out=row_max[at])
+    row_js = row_js.view(L * H, T)
     row_js[:, ~real] = 0.0
-    return row_js.reshape(L, H, T).numpy(), max_delta.reshape(L, H).numpy()
+    return row_js.view(L, H, T).numpy(), row_max.view(L, H, T).amax(-1).numpy()
 
 
 def delta_layer(a: Any, b: Any, layer: int) -> np.ndarray:

@@ -146,12 +146,14 @@ def row_entropy(p: torch.Tensor) -> torch.Tensor:
 Terms = dict[str, tuple[torch.Tensor, torch.Tensor]]  # name → (Σ_rows value·weight, Σ_rows weight), (B, L, H)
 
 
-def row_terms(attn: torch.Tensor, roles: Roles, r0: int = 0) -> Terms:
+def row_terms(attn: torch.Tensor, roles: Roles, r0: int = 0, distance: bool = True) -> Terms:
     """Return, per statistic, the sums over some query rows of (value × weight) and of the weights, (B, L, H).
 
     attn: (batch, layers, heads, rows, k_pos), the query rows r0 … r0 + rows − 1 of the maps (all rows, r0 = 0,
     for a short input; a block of them for a long one, models.maps). Every statistic of STATS is a weighted mean
     over query rows, so sums over blocks of rows added up give exactly the statistic of the whole map.
+    distance: False leaves out 'distance' (a product as large as the maps, for a statistic the caller does not
+    show: compare); every other statistic is the same.
     """
     B, L, H, R, K = attn.shape  # batch, layers, heads, rows, k_pos
     attn = attn.float()
@@ -171,8 +173,6 @@ def row_terms(attn: torch.Tensor, roles: Roles, r0: int = 0) -> Terms:
     # Shares of attention that land on classes of keys, in one matmul: (B, L, H, R, K) @ (B, 1, 1, K, m).
     key_classes = torch.stack([roles.sep, roles.punct, seg_a, seg_b], dim=-1).to(attn.dtype)  # (B, K, 4)
     shares = attn @ key_classes[:, None, None]  # (B, L, H, R, 4)
-    pos = torch.arange(K, device=dev, dtype=attn.dtype)
-    dist = (i[:, None].to(attn.dtype) - pos[None, :]).abs()  # (R, K) |i − j|
     next_real = torch.zeros_like(rows_real)
     has_next = (i + 1) < K
     next_real[:, has_next] = real[:, (i + 1)[has_next]]  # the next position is a real token
@@ -187,7 +187,12 @@ def row_terms(attn: torch.Tensor, roles: Roles, r0: int = 0) -> Terms:
         "prev": (at(i - 1), after_first),
         "next": (at(i + 1), next_real),
         "confidence": (attn.amax(-1), rows_real),
-        "distance": ((attn * dist).sum(-1), rows_real),
+    }
+    if distance:
+        pos = torch.arange(K, device=dev, dtype=attn.dtype)
+        dist = (i[:, None].to(attn.dtype) - pos[None, :]).abs()  # (R, K) |i − j|
+        parts["distance"] = ((attn * dist).sum(-1), rows_real)
+    parts |= {
         # Block: each sentence's queries keep > 0.8 of their attention inside their own sentence.
         "within_a": (shares[..., 2], seg_a[:, r0 : r0 + R].to(attn.dtype)),
         "within_b": (shares[..., 3], seg_b[:, r0 : r0 + R].to(attn.dtype)),
@@ -218,14 +223,15 @@ def finish_terms(terms: Terms, roles: Roles) -> dict[str, torch.Tensor]:
     return out
 
 
-def sentence_stats(attn: torch.Tensor, roles: Roles) -> dict[str, torch.Tensor]:
+def sentence_stats(attn: torch.Tensor, roles: Roles, distance: bool = True) -> dict[str, torch.Tensor]:
     """Return each statistic of STATS per sentence and head, (batch, layers, heads), plus 'cls_entropy'.
 
     attn: (batch, layers, heads, q_pos, k_pos), rows sum to 1 (padded keys have weight 0). Padded query rows
     are dropped. 'block' is NaN for items that are not sentence pairs. 'cls_entropy' is the entropy of the
-    [CLS] row alone (Clark et al.'s "entropy of attention from [CLS]"), in nats.
+    [CLS] row alone (Clark et al.'s "entropy of attention from [CLS]"), in nats. distance: False leaves
+    'distance' out (row_terms).
     """
-    return finish_terms(row_terms(attn, roles), roles)
+    return finish_terms(row_terms(attn, roles, distance=distance), roles)
 
 
 def label_heads(
@@ -360,19 +366,35 @@ def js_parts(maps: torch.Tensor, n: torch.Tensor, chunk: int | None = None) -> J
     )
 
 
-def paired_js(a: torch.Tensor, b: torch.Tensor, n: int) -> torch.Tensor:
+def paired_js(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    n: int,
+    work: Sequence[torch.Tensor] | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Return the JS divergence between each row of a and the same row of b: (..., q_pos) float64, in nats.
 
     a, b: (..., q_pos, k_pos) maps of two runs with the same tokens (models.analysis.compare); n: tokens in the
     sentence, for Clark et al.'s smoothing (SMOOTH), as `js_parts`. Each row's value is in [0, ln 2].
+    work: four contiguous float64 tensors of at least a.numel() values each, used for P, Q, M and the scratch
+    instead of fresh arrays (compare's pieces reuse them); out: (..., q_pos) float64 to write the values into.
+    The numbers are the same either way: the same operations on the same values, in the same order.
     """
     # In place on four float64 arrays (P, Q, M, one scratch) instead of nine temporaries. Smoothing makes every
     # P, Q > 0, so P·log(P/M) is xlogy's value.
-    P = a.to(torch.float64, copy=True).mul_(1.0 - SMOOTH).add_(SMOOTH / n)
-    Q = b.to(torch.float64, copy=True).mul_(1.0 - SMOOTH).add_(SMOOTH / n)
-    M = torch.add(P, Q).mul_(0.5)
-    scratch = torch.div(P, M).log_().mul_(P)
-    js = scratch.sum(-1)
+    if work is None:
+        P = a.to(torch.float64, copy=True)
+        Q = b.to(torch.float64, copy=True)
+        M, scratch = torch.empty_like(P), torch.empty_like(P)
+    else:
+        P, Q, M, scratch = (w[: a.numel()].view(a.shape) for w in work)
+        P.copy_(a)
+        Q.copy_(b)
+    P.mul_(1.0 - SMOOTH).add_(SMOOTH / n)
+    Q.mul_(1.0 - SMOOTH).add_(SMOOTH / n)
+    torch.add(P, Q, out=M).mul_(0.5)
+    js = torch.sum(torch.div(P, M, out=scratch).log_().mul_(P), -1, out=out)
     js += torch.div(Q, M, out=scratch).log_().mul_(Q).sum(-1)
     return js.mul_(0.5).clamp_min_(0.0)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ from scipy.spatial.distance import jensenshannon
 
 from models import BudgetError, load_model
 from models.analysis.compare import compare, delta_maps
-from models.analysis.heads import SMOOTH, analyse, paired_js
+from models.analysis.heads import SMOOTH, Roles, analyse, label_heads, paired_js, sentence_stats
 from tests.conftest import save_llama_folder
 
 PAIR = ("The keys to the cabinet is", "The keys to the cabinet was")
@@ -143,20 +145,109 @@ class _ByLayer:
         return self.maps[layer]
 
 
-def test_every_heads_distance_in_one_pass_equals_the_layer_by_layer_result(llama, llama_b, monkeypatch):
-    """Issue 35: row_distances takes both runs' maps in place, every head in one vectorised pass (in slices that
-    bound its memory); the numbers are those of the layer-by-layer computation, for dense and on-demand maps."""
+def test_every_heads_distance_in_pieces_equals_the_layer_by_layer_result(llama, llama_b, monkeypatch):
+    """Issue 35: row_distances takes both runs' maps in place, every head in one vectorised loop over pieces of
+    rows on buffers made once; the numbers are those of the layer-by-layer computation, and exactly those of the
+    slices of heads it replaced, for dense and on-demand maps and any piece size."""
     from models.analysis import compare as cmp_mod
 
     a, b = llama.encode(PAIR[0]).attentions, llama_b.encode(PAIR[0]).attentions
-    real = torch.ones(a.shape[-1], dtype=torch.bool)
+    T = a.shape[-1]
+    real = torch.ones(T, dtype=torch.bool)
     real[-1] = False  # a padded row counts 0
     ref_js, ref_delta = _layer_by_layer(a, b, real)
+    old_js, old_delta = _slices_of_heads(a, b, real)
     before = a.clone()
-    for pass_bytes in (cmp_mod.PASS_BYTES, 4 * 8 * a.shape[-1] ** 2 * 3):  # one pass; slices of 3 heads
-        monkeypatch.setattr(cmp_mod, "PASS_BYTES", pass_bytes)
+    # one piece for everything; 3 heads; 3 rows (pieces that cut heads unevenly); less than a row (one row)
+    for piece in (cmp_mod.PIECE_VALUES, 3 * T * T, 3 * T, T - 1):
+        monkeypatch.setattr(cmp_mod, "PIECE_VALUES", piece)
         for x, y in ((a, b), (_ByLayer(a), _ByLayer(b))):
             row_js, max_delta = cmp_mod.row_distances(x, y, real)
             np.testing.assert_allclose(row_js, ref_js, rtol=1e-12, atol=1e-15)
             np.testing.assert_array_equal(max_delta, ref_delta)
+            np.testing.assert_array_equal(row_js, old_js)  # bit for bit: the document cannot change
+            np.testing.assert_array_equal(max_delta, old_delta)
     assert torch.equal(a, before)  # the run's maps are read, never written
+
+
+# ---- the document before and after the cuts of issue 35 (compare's CPU against export's) ------------------------
+
+
+def _slices_of_heads(a: torch.Tensor, b: torch.Tensor, real: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """row_distances as it was before its pieces, kept literally: slices of heads, fresh float64 arrays each."""
+    L, H, T, _ = a.shape
+    n = int(real.sum())
+    flat_a, flat_b = torch.as_tensor(a).reshape(L * H, T, T), torch.as_tensor(b).reshape(L * H, T, T)
+    row_js = torch.zeros(L * H, T, dtype=torch.float64)
+    max_delta = torch.zeros(L * H, dtype=torch.float32)
+    step = max(1, (96 << 20) // (4 * 8 * T * T))
+    for start in range(0, L * H, step):
+        la, lb = flat_a[start : start + step], flat_b[start : start + step]
+        row_js[start : start + step] = paired_js(la, lb, n)
+        max_delta[start : start + step] = (lb.float() - la.float()).abs().amax(dim=(-2, -1))
+    row_js[:, ~real] = 0.0
+    return row_js.reshape(L, H, T).numpy(), max_delta.reshape(L, H).numpy()
+
+
+def _whole_layers(out, maps=None):
+    """statistics() as it was: every statistic of a whole layer at a time ('distance' too)."""
+    from models.analysis.compare import _shape
+
+    source = out.attentions if maps is None else maps
+    roles = Roles.of_output(out)
+    per_layer = [
+        sentence_stats(torch.as_tensor(np.asarray(source[la]), dtype=torch.float32)[None, None], roles)
+        for la in range(_shape(out, maps)[0])
+    ]
+    stats = {k: torch.cat([p[k][0] for p in per_layer]).double().numpy() for k in per_layer[0]}
+    causal = out.capabilities.causal
+    if causal:
+        stats["entropy_norm"] = stats["entropy_norm_causal"]
+    return stats, label_heads(stats, pairs=bool(out.token_type_ids.bool().any()), causal=causal)
+
+
+@pytest.fixture(scope="module")
+def kinds_of_comparison(llama, llama_b, minilm):
+    """(run A, run B, maps A, maps B) for each kind of comparison: two checkpoints, a causal minimal pair, a
+    bidirectional one (also value-weighted), a mask against a mask, different lengths."""
+    from models.analysis.norms import value_weighted
+
+    long_a = "The keys to the old wooden cabinet in the hall are on the table, next to the lamp."
+    long_b = "The keys to the old wooden cabinet in the hall is on the table, next to the lamp."
+    mini_a, mini_b = minilm.encode(long_a, internals=True), minilm.encode(long_b, internals=True)
+    weighted = value_weighted(minilm, mini_a).shares(), value_weighted(minilm, mini_b).shares()
+    cat = "The cat sat, then slept."
+    return [
+        (llama.encode(PAIR[0]), llama_b.encode(PAIR[0]), None, None),
+        (llama.encode(PAIR[0]), llama.encode(PAIR[1]), None, None),
+        (mini_a, mini_b, None, None),
+        (mini_a, mini_b, *weighted),
+        (minilm.encode(cat), minilm.encode(cat, mask="causal"), None, None),
+        (minilm.encode("A cat."), mini_b, None, None),
+        (mini_a, mini_a, None, None),  # the same run twice: every Δ is 0
+    ]
+
+
+@pytest.mark.parametrize("pieces", ["default", "small"])
+def test_compares_document_is_byte_for_byte_the_one_before_the_cuts(kinds_of_comparison, monkeypatch, pieces):
+    """Issue 35 cut compare's work (the distances in pieces on buffers made once; 'distance', which no document
+    shows, left out of the statistics). The JSON `compare` writes is the same bytes as the previous computation's on
+    each kind of comparison, and every statistic and row distance is the same bits."""
+    from models.analysis import compare as cmp_mod
+
+    if pieces == "small":  # pieces that end inside heads
+        T = kinds_of_comparison[2][0].seq
+        monkeypatch.setattr(cmp_mod, "PIECE_VALUES", 7 * T)  # 7 rows
+    for a, b, maps_a, maps_b in kinds_of_comparison:
+        new = cmp_mod.compare(a, b, maps_a, maps_b)
+        with monkeypatch.context() as m:
+            m.setattr(cmp_mod, "row_distances", _slices_of_heads)
+            m.setattr(cmp_mod, "statistics", _whole_layers)
+            old = cmp_mod.compare(a, b, maps_a, maps_b)
+        assert json.dumps(new.to_json(), allow_nan=False) == json.dumps(old.to_json(), allow_nan=False)
+        for k in new.stats_a:  # every statistic kept is the same bits, not just the same 6 decimals
+            np.testing.assert_array_equal(new.stats_a[k], old.stats_a[k])
+            np.testing.assert_array_equal(new.stats_b[k], old.stats_b[k])
+        assert set(old.stats_a) - set(new.stats_a) == {"distance"}
+        if new.row_js is not None:
+            np.testing.assert_array_equal(new.row_js, old.row_js)
