@@ -745,7 +745,7 @@ class MomentSum:
         """Add the rows of Z (tokens, F) float32."""
         f64 = torch.float64
         s64 = Z.sum(0, dtype=f64)
-        self.total = s64 if self.total is None else self.total.add_(s64)
+        self.total = s64 if self.total is None else self.total + s64
         self.count += Z.shape[0]
         if self._acc is None:
             self._centre = self._centre_of(Z, s64)
@@ -776,7 +776,9 @@ class MomentSum:
             i1 = min(F, i0 + self.COLUMNS)
             M[i1:, i0:i1] = M[i0:i1, i1:].T
         M.addr_(m, self._centred).addr_(self._centred, m).addr_(m, m, alpha=float(self._n))
-        self.moment = M if self.moment is None else self.moment.add_(M)
+        # not in place: the moment may be an inference tensor (made under chunk_sums' inference_mode) and the last
+        # run joins it in `result()`, outside (a corpus of more than FLUSH_TOKENS tokens per batch failed there)
+        self.moment = M if self.moment is None else self.moment + M
         self._acc = None
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:

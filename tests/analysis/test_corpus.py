@@ -493,3 +493,21 @@ def test_the_cka_moment_adds_float32_runs_exactly_enough():
     assert error(MomentSum()) < 1e-6
     assert error(Uncentred()) > 1e-5  # 7.6e-5: 400 times the centred error
     assert error(NoOuterProducts()) > 1e-2
+
+
+def test_a_batch_of_many_cka_runs_gives_the_sums_of_one(minilm, batch_sums, monkeypatch):
+    """A batch whose tokens fill two float32 runs (FLUSH_TOKENS at two thirds of them: one run joins the moment
+    inside the forward's inference mode, the rest in `result()`, outside it; joining in place there failed on every
+    batch of more than 4,096 tokens) gives the sums of one run."""
+    from models.analysis.corpus import MomentSum, chunk_sums
+
+    lines, _, _ = batch_sums
+    one = chunk_sums(minilm, lines)
+    monkeypatch.setattr(MomentSum, "FLUSH_TOKENS", 2 * one.cka_count // 3)
+    flushes = []
+    real = MomentSum._flush
+    monkeypatch.setattr(MomentSum, "_flush", lambda self: (flushes.append(self._acc is not None), real(self))[1])
+    many = chunk_sums(minilm, lines)
+    assert sum(flushes) == 2 and many.cka_count == one.cka_count
+    np.testing.assert_allclose(many.cka_total, one.cka_total, rtol=1e-12)
+    np.testing.assert_allclose(many.cka(), one.cka(), atol=1e-6)
