@@ -32,21 +32,20 @@ process has just made long-lived things: once after the app's imports, and after
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import time
+
+from models.openmp import SPIN_COUNT, cap_spinning  # noqa: F401  # SPIN_COUNT: the cap, read by tests
 
 from . import debug
 
 _lock = threading.Lock()
 _settled = False
-SPIN_COUNT = "1000"  # libgomp's spin iterations before a waiting thread sleeps (its default: 300,000)
 
 
 def before_torch() -> None:
     """Cap OpenMP's spin-waiting (see the module's docstring); call before torch is imported."""
-    if "OMP_WAIT_POLICY" not in os.environ:
-        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
+    cap_spinning()
 
 
 def settle(why: str) -> None:

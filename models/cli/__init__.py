@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import AttnVizError, one_line
+from ..openmp import cap_spinning
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, UsageError, add_model_args, add_text_args
 
 # command → its module, in help order. The modules (and torch) load on first use of COMMANDS: `--help` reads
@@ -106,25 +107,12 @@ def _quiet_stdout() -> None:
         pass
 
 
-# libgomp's spin iterations before a waiting OpenMP thread sleeps (its default: 300,000, ~10 ms of a core here).
-SPIN_COUNT = "1000"
-
-
-def _cap_spinning() -> None:
-    """Cap OpenMP's spin-waiting as the server does (ui/runtime.py): before torch loads, unless the environment
-    says otherwise (GOMP_SPINCOUNT or OMP_WAIT_POLICY). A command makes hundreds of parallel regions (compare of
-    two 512-token texts: ~1,000); whenever the other core is busy, a thread waiting at each one's barrier spun
-    for up to a scheduler slice: compare's CPU was 1.6× export's at a load of 3, 1.3× on an idle machine."""
-    if "OMP_WAIT_POLICY" not in os.environ and "torch" not in sys.modules:
-        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv in (["-h"], ["--help"]):  # answered before torch loads
         print(_light_help(), end="")
         return EXIT_OK
-    _cap_spinning()
+    cap_spinning()  # before torch loads (models/openmp.py)
     from ..encoder import TruncationWarning
 
     warnings.simplefilter("ignore", TruncationWarning)  # the commands print out.notes themselves

@@ -24,7 +24,7 @@ def test_commands_cap_openmp_spinning_before_torch_loads():
     """Issue 35: a command caps libgomp's spin-waiting (as the server does) before torch loads, and leaves a
     setting given in the environment alone."""
     code = (
-        "import os, sys; from models.cli import _cap_spinning; _cap_spinning();"
+        "import os, sys; from models.cli import cap_spinning; cap_spinning();"
         "assert 'torch' not in sys.modules; print(os.environ.get('GOMP_SPINCOUNT'))"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
