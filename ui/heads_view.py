@@ -199,7 +199,16 @@ def redundancy_section(report: HeadReport, key: str, with_cka: bool = True, head
         similarity=metric != "js",
     )
     st.plotly_chart(fig, width="stretch", key=f"{key}_heatmap")
-    st.caption(t("heads.redundancy.caption", rows=report.rows))
+    st.caption(t("heads.redundancy.caption", rows=report.redundancy_rows))
+    if report.redundancy_sentences < report.sentences:  # a large corpus: over a sample of its lines
+        st.caption(
+            t(
+                "heads.redundancy.sample",
+                lines=report.redundancy_sentences,
+                of=report.sentences,
+                rows=report.redundancy_rows,
+            )
+        )
     groups = report.kv_groups()
     if groups is not None:
         within, across = groups

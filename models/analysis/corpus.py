@@ -210,6 +210,10 @@ FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
 # Why a row was not analysed; counted, reported in the document, never fatal.
 SKIPPED = ("empty", "undecodable", "malformed", "too_long")
 SAMPLE_LINES = 100  # a streamed corpus's document lists the tokens of this many lines, not of every line
+# Redundancy between heads (JS, cosine, CKA) is summed over about this many lines of a larger corpus: its cost is
+# per head pair and cell (2,628 pairs for the bundled model: two thirds of the forward's arithmetic on two cores),
+# the per-head statistics' per head. 0 = every line. `redundancy_cut` says which lines.
+REDUNDANCY_LINES = 512
 BATCH_ROWS = 256  # input rows per batch of the streaming engines (`stats --batch-size`)
 BOM = b"\xef\xbb\xbf"
 
@@ -430,6 +434,23 @@ def line_key(line: Line) -> str:
     return hashlib.blake2b(f"{line.text}\t{line.text_b or ''}".encode(), digest_size=8).hexdigest()
 
 
+def redundancy_cut(lines: int, limit: int = REDUNDANCY_LINES) -> int | None:
+    """Return the key below which a line of a corpus of `lines` lines joins the redundancy sample, or None (all).
+
+    A line's key is its BLAKE2b-64 hash (`line_key`) as an integer: a line is in the sample when its key is below
+    2⁶⁴ · limit / lines, so about `limit` lines are, the same ones whatever the engine, the batches or the order.
+    limit 0, or a corpus of at most `limit` lines: every line.
+    """
+    if limit <= 0 or lines <= limit:
+        return None
+    return (limit << 64) // lines
+
+
+def in_redundancy_sample(line: Line, cut: int | None) -> bool:
+    """Return whether a line's redundancy (JS, cosine, CKA) is summed, under `redundancy_cut`'s cut."""
+    return cut is None or int(line_key(line), 16) < cut
+
+
 def _sample(rows: Iterable[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
     """Return the SAMPLE_LINES rows of smallest key (ties by tokens): a bottom-k sample, mergeable in any order."""
     return sorted(rows, key=lambda r: (r[0], r[1]))[:SAMPLE_LINES]
@@ -467,8 +488,9 @@ class CorpusSums:
     the sums of the whole corpus, and `report()` turns them into the HeadReport.
 
     stats: per statistic (sentence_stats), the sum over sentences of each sentence's value, (layers, heads);
-    'block' over sentence pairs only. JS: Σ P ln P, Σ P and Σ S ln S of JsParts; gram: the cosine Gram of the flat
-    maps; CKA: over every real token z (all heads' context vectors, heads·d_k), Σ z and Σ z zᵀ, the latter built
+    'block' over sentence pairs only. Redundancy, over the sentences of the redundancy sample only (`pair_sentences`
+    of them, `pair_rows` query rows; `redundancy_cut`): JS: Σ P ln P, Σ P and Σ S ln S of JsParts; gram: the cosine
+    Gram of the flat maps; CKA: over every real token z (all heads' context vectors, heads·d_k), Σ z and Σ z zᵀ, the latter built
     from each batch's own centred product (float32 on the device) plus its mean's outer products in float64.
     """
 
@@ -478,6 +500,8 @@ class CorpusSums:
     sentences: int = 0
     rows: int = 0  # query rows: real tokens of every sentence
     pair_items: int = 0
+    pair_sentences: int = 0  # sentences whose redundancy is summed (the redundancy sample: redundancy_cut)
+    pair_rows: int = 0  # their query rows
     truncated: int = 0
     batches: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
@@ -492,7 +516,17 @@ class CorpusSums:
     sample: list[tuple[str, list[str]]] = field(default_factory=list)
 
     ARRAYS = ("js_plogp", "js_mass", "js_slogs", "gram", "cka_total", "cka_moment")
-    COUNTS = ("read", "sentences", "rows", "pair_items", "truncated", "batches", "cka_count")
+    COUNTS = (
+        "read",
+        "sentences",
+        "rows",
+        "pair_items",
+        "pair_sentences",
+        "pair_rows",
+        "truncated",
+        "batches",
+        "cka_count",
+    )
 
     def merge(self, other: CorpusSums) -> CorpusSums:
         """Add another batch's sums into these, in place (into arrays these sums own: no new (F, F) array per batch,
@@ -585,6 +619,8 @@ class CorpusSums:
         if caps.causal:  # row i of a causal model sees i + 1 keys: its normaliser is ln(i + 1), not ln n
             stats["entropy_norm"] = stats["entropy_norm_causal"]
         skipped = pairwise_refusal(L * H)
+        if not skipped and not self.pair_sentences:
+            skipped = "no line of the corpus fell in the redundancy sample"
         if skipped or self.js_slogs is None or self.gram is None:
             empty = np.zeros((0, 0))
             js, cosine, cka, order, coords, stress = empty, empty, empty, list(range(L * H)), None, 0.0
@@ -595,7 +631,7 @@ class CorpusSums:
             cosine = cosine_from_gram(torch.from_numpy(self.gram)).numpy()
             cka = self.cka()
             order = cluster_order(js)
-            coords, stress = mds(js / max(self.rows, 1))
+            coords, stress = mds(js / max(self.pair_rows, 1))
         report = HeadReport(
             model=encoder.name,
             n_layers=L,
@@ -615,6 +651,8 @@ class CorpusSums:
             stress=stress,
             causal=caps.causal,
             pairwise_skipped=skipped,
+            pair_sentences=self.pair_sentences,
+            pair_rows=self.pair_rows,
         )
         return replace(report, group=caps.group_size) if caps.grouped else report
 
@@ -626,6 +664,15 @@ class CorpusSums:
             "skipped": {k: self.skipped.get(k, 0) for k in SKIPPED},
             "truncated": self.truncated,
         }
+
+    def redundancy_sample_json(self, limit: int = REDUNDANCY_LINES) -> dict[str, object]:
+        """Return the document's "redundancy_sample": over which lines JS, cosine and CKA are summed."""
+        rule = (
+            "every line"
+            if self.pair_sentences == self.sentences
+            else f"the lines whose BLAKE2b-64 key is below 2^64 · {limit} / the rows of the input (about {limit})"
+        )
+        return {"lines": self.pair_sentences, "of": self.sentences, "rows": self.pair_rows, "rule": rule}
 
     def sample_json(self) -> dict[str, object]:
         """Return the document's "tokens_sample": which lines `tokens` lists (a sample, not every line)."""
@@ -644,11 +691,13 @@ def chunk_sums(
     tokens_out: list[list[str]] | None = None,
     read: int | None = None,
     skipped: dict[str, int] | None = None,
+    pair_cut: int | None = None,
 ) -> CorpusSums:
     """Return the CorpusSums of some lines: the one batch → sums function of every engine.
 
     The lines run in length-sorted buckets (`buckets`) on the encoder's device; only float64 sums come back.
     tokens_out: filled with every line's tokens (a corpus in memory); otherwise the sums keep a sample.
+    pair_cut: the redundancy sample's cut (`redundancy_cut` of the whole corpus; None: every line's redundancy).
     """
     c = encoder.config
     L, H = c.n_layers, c.n_heads
@@ -688,15 +737,22 @@ def chunk_sums(
             sums.pair_items += int(roles.pair.sum())
             sums.sentences += attn.shape[0]
             sums.rows += int(roles.real.sum())
-            if pairwise:
-                maps, n = flat_maps(attn.float(), roles.real)
+            chosen = [in_redundancy_sample(lines[i], pair_cut) for i in group]
+            if pairwise and any(chosen):
+                context = rec.stacked("context")  # (B, layers, heads, seq, d_k)
+                real = roles.real
+                if not all(chosen):  # the bucket's lines in the redundancy sample only
+                    pick = torch.tensor(chosen, device=attn.device)
+                    attn, context, real = attn[pick], context[pick], real[pick]
+                sums.pair_sentences += attn.shape[0]
+                sums.pair_rows += int(real.sum())
+                maps, n = flat_maps(attn.float(), real)
                 p = js_parts(maps, n)
                 js = [p.plogp, p.mass, p.slogs] if js is None else [js[0] + p.plogp, js[1] + p.mass, js[2] + p.slogs]
                 g = cosine_gram(maps)
                 gram = g if gram is None else gram + g
-                context = rec.stacked("context").float()  # (B, layers, heads, seq, d_k)
-                B, _, _, _, D = context.shape
-                Z = context.permute(0, 3, 1, 2, 4)[roles.real].reshape(-1, L * H * D)  # (tokens, heads·d_k)
+                D = context.shape[-1]
+                Z = context.float().permute(0, 3, 1, 2, 4)[real].reshape(-1, L * H * D)  # (tokens, heads·d_k)
                 cka.add(Z)
             done += len(group)
             if progress is not None:
@@ -800,16 +856,18 @@ def stream_corpus(
     mask: str | None = None,
     batch_rows: int = BATCH_ROWS,
     on_batch: Callable[[CorpusSums, CorpusSums], None] | None = None,
+    pair_cut: int | None = None,
 ) -> CorpusSums:
     """Return the CorpusSums of a `--file` path on this machine: read in batches of `batch_rows` input rows, each
     batch's sums (`chunk_sums`) added as it comes, so that memory does not grow with the corpus.
 
-    on_batch(batch, total) is called after each batch (progress).
+    on_batch(batch, total) is called after each batch (progress). pair_cut: the redundancy sample (`redundancy_cut`
+    of the file's rows; None: every line).
     """
     c = encoder.config
     total = CorpusSums(c.n_layers, c.n_heads)
     for chunk in read_chunks(path, batch_rows):
-        part = chunk_sums(encoder, chunk.lines, mask, read=chunk.read, skipped=chunk.skipped)
+        part = chunk_sums(encoder, chunk.lines, mask, read=chunk.read, skipped=chunk.skipped, pair_cut=pair_cut)
         total.merge(part)
         check_token_budget(total)
         if on_batch is not None:
@@ -822,16 +880,19 @@ def analyse_corpus(
     lines: Sequence[Line],
     mask: str | None = None,
     progress: ProgressFn | None = None,
+    redundancy_lines: int = REDUNDANCY_LINES,
 ) -> tuple[HeadReport, int]:
     """Return the HeadReport of a corpus and how many of its lines were truncated to the model's limit.
 
     The corpus is one chunk (`chunk_sums`, the same function the streaming engines run per batch), so every
     line's tokens come back, in order. Every bucket runs on the encoder's device; only sums come to the CPU.
+    Redundancy between heads is summed over about `redundancy_lines` of them (`redundancy_cut`; 0: every line).
     """
     if not lines:
         raise CorpusError("empty")
     tokens: list[list[str]] = [[] for _ in lines]
-    sums = chunk_sums(encoder, lines, mask, progress=progress, tokens_out=tokens)
+    cut = redundancy_cut(len(lines), redundancy_lines)
+    sums = chunk_sums(encoder, lines, mask, progress=progress, tokens_out=tokens, pair_cut=cut)
     return sums.report(encoder, tokens=tokens), sums.truncated
 
 
@@ -1038,6 +1099,7 @@ def report_from_document(data: bytes, name: str = "the statistics file") -> Head
         counts.append(v)
     N = L * H
     red = doc.get("redundancy")
+    pair_counts: list[int] = []
     if red is None:
         js = cosine = cka = np.zeros((0, 0))
         skipped = str(doc.get("redundancy_skipped") or "no redundancy in the file")[:500]
@@ -1047,8 +1109,13 @@ def report_from_document(data: bytes, name: str = "the statistics file") -> Head
         cka = _matrix_of(red.get("cka"), N, "CKA matrix") if red.get("cka") is not None else np.full((N, N), np.nan)
         if not np.isfinite(js).all() or (js < 0).any():
             raise StatsFileError(f"{name}: the JS matrix must hold finite divergences ≥ 0")
+        for key, whole in (("sentences", counts[0]), ("rows", counts[1])):  # the redundancy sample's (older: all)
+            v = red.get(key, whole)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= whole:
+                raise StatsFileError(f"{name}: redundancy {key} must be an integer from 1 to the document's {key}")
+            pair_counts.append(v)
         skipped, order = "", cluster_order(js)
-        coords, stress = mds(js / counts[1])
+        coords, stress = mds(js / pair_counts[1])
     else:
         raise StatsFileError(f"{name}: redundancy must be an object or null")
     induction = None
@@ -1079,4 +1146,6 @@ def report_from_document(data: bytes, name: str = "the statistics file") -> Head
         causal=causal,
         induction=induction,
         pairwise_skipped=skipped,
+        pair_sentences=pair_counts[0] if pair_counts else 0,
+        pair_rows=pair_counts[1] if pair_counts else 0,
     )

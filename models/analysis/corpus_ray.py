@@ -122,7 +122,10 @@ def _rows_datasource() -> type:
 class SumsWorker:
     """A Ray Data actor: loads the model once, then turns each batch of input rows into its CorpusSums."""
 
-    def __init__(self, model: str, mask: Any, device: str | None, dtype: str | None, env: dict[str, str]):
+    def __init__(
+        self, model: str, mask: Any, device: str | None, dtype: str | None, env: dict[str, str], pair_cut: int | None
+    ):
+        self.pair_cut = pair_cut  # the redundancy sample (models.analysis.corpus.redundancy_cut), as the driver's
         os.environ.update(env)  # the operator's ATTENTION_LENS_* budgets, as the driver has them
         from ..weights import load_encoder
 
@@ -132,7 +135,9 @@ class SumsWorker:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         chunk = parse_rows(zip(batch["raw"], batch["fmt"], strict=True))
-        sums = chunk_sums(self.encoder, chunk.lines, self.mask, read=chunk.read, skipped=chunk.skipped)
+        sums = chunk_sums(
+            self.encoder, chunk.lines, self.mask, read=chunk.read, skipped=chunk.skipped, pair_cut=self.pair_cut
+        )
         return {"sums": np.array([sums.to_bytes()], dtype=object), "pid": np.array([self.pid], dtype=np.int64)}
 
 
@@ -171,6 +176,7 @@ def run_ray(
     context_width: int | None = None,
     on_batch: Callable[[CorpusSums, CorpusSums, int], None] | None = None,
     reduce: Callable[[CorpusSums, CorpusSums], CorpusSums] | None = None,
+    pair_cut: int | None = None,
 ) -> CorpusSums:
     """Return the CorpusSums of a `--file` path computed on Ray: `workers` actors, batches of `batch_rows` rows.
 
@@ -178,7 +184,7 @@ def run_ray(
     yet, starts a local Ray on this machine's cores, with an object store sized to the batches in flight (`store_bytes`;
     context_width: each layer's heads × d_k, which sizes a batch's sums), and shuts it down at the end. on_batch(batch, total, pid) after
     each batch reduced (progress; pid: the actor's process). reduce: how a batch joins the total (tests plant a
-    wrong one here); the default adds it.
+    wrong one here); the default adds it. pair_cut: the redundancy sample (`redundancy_cut`; None: every line).
     """
     ray = import_ray()
     started = False
@@ -198,7 +204,7 @@ def run_ray(
         env = {k: v for k, v in os.environ.items() if k.startswith(settings.PREFIX) or k.startswith("HF_")}
         out = dataset(path).map_batches(
             SumsWorker,
-            fn_constructor_kwargs=dict(model=model, mask=mask, device=device, dtype=dtype, env=env),
+            fn_constructor_kwargs=dict(model=model, mask=mask, device=device, dtype=dtype, env=env, pair_cut=pair_cut),
             batch_size=batch_rows,
             batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=IN_FLIGHT),

@@ -654,6 +654,20 @@ class HeadReport:
     # Why heads were not compared pairwise (pairwise_refusal: over a budget), "" when they were. When set, js,
     # cosine and cka are (0, 0), order is 0…N−1 and coords is None: pages and the CLI say so instead.
     pairwise_skipped: str = ""
+    # A corpus's redundancy (js, cosine, cka) is summed over a sample of its lines (models.analysis.corpus
+    # .redundancy_cut): how many, and their query rows. 0: over every sentence and row (`sentences`, `rows`).
+    pair_sentences: int = 0
+    pair_rows: int = 0
+
+    @property
+    def redundancy_rows(self) -> int:
+        """Return the query rows js and cosine are summed over: every row, or the redundancy sample's."""
+        return self.pair_rows or self.rows
+
+    @property
+    def redundancy_sentences(self) -> int:
+        """Return the sentences js, cosine and cka are summed over: every one, or the redundancy sample's."""
+        return self.pair_sentences or self.sentences
 
     @property
     def kind(self) -> str:
@@ -699,8 +713,8 @@ class HeadReport:
 
     @property
     def js_per_row(self) -> np.ndarray:
-        """JS divided by the number of query rows: nats per row, in [0, ln 2], comparable across lengths."""
-        return self.js / max(self.rows, 1)
+        """JS divided by the number of query rows it sums over: nats per row, in [0, ln 2], comparable across lengths."""
+        return self.js / max(self.redundancy_rows, 1)
 
     @property
     def names(self) -> list[str]:
@@ -732,6 +746,8 @@ class HeadReport:
             "rows": self.rows,
             "heads": heads,
             "redundancy": {
+                "sentences": self.redundancy_sentences,
+                "rows": self.redundancy_rows,
                 "js": _matrix(self.js),
                 "js_per_row": _matrix(self.js_per_row),
                 "cosine": _matrix(self.cosine),

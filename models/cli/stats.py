@@ -7,13 +7,14 @@
 
 The JSON: {"model", "tokens", "sentences", "rows", "heads": [{"layer", "head", "entropy", "entropy_norm",
 "cls", "sep", "punct", "self", "prev", "next", "confidence", "distance", ["block",] "label"}, …],
-"redundancy": {"js", "js_per_row", "cosine", "cka"} (null, with "redundancy_skipped" saying which budget, when the
+"redundancy": {"sentences", "rows", "js", "js_per_row", "cosine", "cka"} (null, with "redundancy_skipped" saying which budget, when the
 heads are too many to compare pairwise), "thresholds", "importance", "importance_measure",
 "removal", "kind"}. With --attentions the fields that need the model are null (importance, importance_measure,
 removal, redundancy.cka), "kind" follows the detected causality and cross-attention adds "k_tokens".
 Layers and heads are 0-based, heads in layer-major order (index = layer · heads + head), and
 every matrix in that same order. Definitions: docs/METRICS.md. With --file the document adds "input" (rows read,
-skipped, truncated), "tokens_sample" (tokens lists a sample of lines), "engine", "cls_entropy" and "d_model"
+skipped, truncated), "tokens_sample" (tokens lists a sample of lines), "redundancy_sample" (the lines redundancy
+is summed over: about --redundancy-lines of them), "engine", "cls_entropy" and "d_model"
 (models/cli/stats_corpus.py; docs/corpus-at-scale.md).
 """
 
@@ -208,7 +209,13 @@ def _table(report: Any, importance: Any) -> str:
             )
     names = report.names
     if report.pairwise:
-        rows.append("most similar pairs (JS divergence per query row, nats):")
+        sample = ""
+        if report.redundancy_sentences < report.sentences:
+            sample = (
+                f", over a sample of {report.redundancy_sentences:,} of the {report.sentences:,} sentences "
+                "(--redundancy-lines 0: every one)"
+            )
+        rows.append(f"most similar pairs (JS divergence per query row, nats{sample}):")
         for a, b, d in closest_pairs(report.js_per_row, 5):
             rows.append(f"  {names[a]} ~ {names[b]}: {d:.4f}")
     if importance is not None:

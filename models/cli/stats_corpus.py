@@ -4,7 +4,8 @@ PATH is a .txt (one sentence a line, A<TAB>B for a pair), a .jsonl ({"text", "te
 text and optional text_b) or a folder of these. Both engines stream the input in batches of input rows, turn
 each batch into float64 sums (models.analysis.corpus.chunk_sums) and add them up: the same document either way,
 with "input" (rows read, skipped by reason, truncated), "tokens_sample" (the document lists a sample of lines'
-tokens, not every line's) and "engine" ({"name", "workers", "batches"}).
+tokens, not every line's), "redundancy_sample" (JS, cosine and CKA are summed over about --redundancy-lines lines
+picked by a hash of their text: {"lines", "of", "rows", "rule"}) and "engine" ({"name", "workers", "batches"}).
 """
 
 from __future__ import annotations
@@ -17,16 +18,19 @@ from typing import Any
 from ..analysis.corpus import (
     BATCH_ROWS,
     IMPORTANCE_SENTENCES,
+    REDUNDANCY_LINES,
     CorpusSums,
     corpus_importance,
     count_rows,
     first_lines,
+    redundancy_cut,
     stream_corpus,
 )
 from ..encoder import Encoder
 from .common import integer
 
 ENGINES = ("local", "ray")
+MIN_REDUNDANCY_LINES = 64  # a smaller sample could come out empty (the chance is e^-N)
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
@@ -39,13 +43,28 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
         "--batch-size", type=integer(), default=None, help=f"input rows per batch of sums (default {BATCH_ROWS})"
     )
     g.add_argument("--ray-address", default=None, help="with --engine ray: join this cluster (default RAY_ADDRESS)")
+    g.add_argument(
+        "--redundancy-lines",
+        type=integer(),
+        default=None,
+        help=f"redundancy between heads (JS, cosine, CKA) over about N lines of the file, picked by a hash of their "
+        f"text (default {REDUNDANCY_LINES}; 0: every line, which costs per head pair and cell; else at least "
+        f"{MIN_REDUNDANCY_LINES})",
+    )
 
 
 def check_engine_args(args: argparse.Namespace) -> str | None:
     """Return what is wrong with the engine options, or None."""
     ray_only = args.workers is not None or args.ray_address is not None
-    if not args.file and (args.engine != "local" or ray_only or args.batch_size is not None):
-        return "stats: --engine, --workers, --batch-size and --ray-address go with --file"
+    if not args.file and (
+        args.engine != "local" or ray_only or args.batch_size is not None or args.redundancy_lines is not None
+    ):
+        return "stats: --engine, --workers, --batch-size, --ray-address and --redundancy-lines go with --file"
+    n = args.redundancy_lines
+    if n is not None and n != 0 and not MIN_REDUNDANCY_LINES <= n <= 1_000_000_000:
+        return (
+            f"stats: --redundancy-lines must be 0 (every line) or from {MIN_REDUNDANCY_LINES} to 1,000,000,000, got {n}"
+        )
     if args.engine == "local" and ray_only:
         return "stats: --workers and --ray-address go with --engine ray"
     for name in ("workers", "batch_size"):
@@ -90,6 +109,8 @@ def run_corpus(
     """
     batch = args.batch_size or BATCH_ROWS
     known = count_rows(args.file)
+    limit = REDUNDANCY_LINES if args.redundancy_lines is None else args.redundancy_lines
+    cut = redundancy_cut(known, limit)
     progress = Progress(known, show=not args.json or bool(args.out))
     workers = 1
     try:
@@ -111,9 +132,10 @@ def run_corpus(
                 address=args.ray_address,
                 context_width=c.n_heads * c.d_k,
                 on_batch=progress,
+                pair_cut=cut,
             )
         else:
-            sums = stream_corpus(enc, args.file, mask=mask, batch_rows=batch, on_batch=progress)
+            sums = stream_corpus(enc, args.file, mask=mask, batch_rows=batch, on_batch=progress, pair_cut=cut)
     finally:
         progress.end()
     report = sums.report(enc)
@@ -135,6 +157,7 @@ def run_corpus(
         "d_model": enc.config.d_model,
         "input": sums.input_json(),
         "tokens_sample": sums.sample_json(),
+        "redundancy_sample": sums.redundancy_sample_json(limit),
         "engine": {"name": args.engine, "workers": workers, "batches": sums.batches},
     }
     return report, importance, extra

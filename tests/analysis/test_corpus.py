@@ -322,6 +322,7 @@ def test_a_binary_file_in_a_corpus_is_refused(tmp_path):
 def assert_same_statistics(a, b, tol: float = 1e-6) -> None:
     """Every per-head statistic, label and redundancy matrix of two reports equal to `tol` (JS per query row)."""
     assert (a.sentences, a.rows, a.pairs) == (b.sentences, b.rows, b.pairs)
+    assert (a.redundancy_sentences, a.redundancy_rows) == (b.redundancy_sentences, b.redundancy_rows)
     for k in STATS:
         np.testing.assert_allclose(a.stats[k], b.stats[k], rtol=0, atol=tol, err_msg=k)
     np.testing.assert_allclose(a.cls_entropy, b.cls_entropy, rtol=0, atol=tol)
@@ -511,3 +512,84 @@ def test_a_batch_of_many_cka_runs_gives_the_sums_of_one(minilm, batch_sums, monk
     assert sum(flushes) == 2 and many.cka_count == one.cka_count
     np.testing.assert_allclose(many.cka_total, one.cka_total, rtol=1e-12)
     np.testing.assert_allclose(many.cka(), one.cka(), atol=1e-6)
+
+
+# ---- redundancy over a sample of a large corpus ---------------------------------------------------------------
+
+
+def test_the_redundancy_cut_picks_about_the_limit_by_hash_alone():
+    """redundancy_cut: every line up to the limit (or with 0), then about `limit` lines of any corpus, chosen by
+    their text's hash only: the same lines in any order, duplicates together."""
+    from models.analysis.corpus import in_redundancy_sample, redundancy_cut
+
+    assert redundancy_cut(512, 512) is None and redundancy_cut(10**6, 0) is None
+    lines = [Line(f"sentence number {i}.") for i in range(40_000)]
+    cut = redundancy_cut(len(lines), 1000)
+    chosen = [ln for ln in lines if in_redundancy_sample(ln, cut)]
+    assert 1000 - 160 < len(chosen) < 1000 + 160  # binomial: σ ≈ 31
+    assert chosen == [ln for ln in reversed(lines) if in_redundancy_sample(ln, cut)][::-1]
+    assert in_redundancy_sample(Line(chosen[0].text), cut)  # the text decides, not the object or its place
+
+
+@pytest.fixture(scope="module")
+def sampled(minilm):
+    """The example corpus (60 lines) with its redundancy over ~20 of them, and the same lines analysed alone."""
+    from models.analysis.corpus import in_redundancy_sample, redundancy_cut
+
+    lines = read_corpus(EXAMPLE.read_text(encoding="utf-8"))
+    cut = redundancy_cut(len(lines), 20)
+    chosen = [ln for ln in lines if in_redundancy_sample(ln, cut)]
+    report, _ = analyse_corpus(minilm, lines, redundancy_lines=20)
+    full, _ = analyse_corpus(minilm, lines, redundancy_lines=0)
+    alone, _ = analyse_corpus(minilm, chosen, redundancy_lines=0)
+    return lines, chosen, report, full, alone
+
+
+def test_redundancy_over_a_sample_is_the_redundancy_of_those_lines_alone(sampled):
+    """JS, cosine and CKA over the sample equal those of the sampled lines analysed by themselves; the statistics,
+    labels and tokens still cover every line (those of the run without a sample)."""
+    lines, chosen, report, full, alone = sampled
+    assert 0 < len(chosen) < len(lines)
+    assert (report.redundancy_sentences, report.redundancy_rows) == (alone.sentences, alone.rows)
+    assert (full.redundancy_sentences, full.redundancy_rows) == (full.sentences, full.rows) == (60, report.rows)
+    for name in ("js_per_row", "cosine", "cka"):
+        np.testing.assert_allclose(getattr(report, name), getattr(alone, name), rtol=0, atol=1e-6, err_msg=name)
+    assert not np.allclose(report.js_per_row, full.js_per_row, rtol=0, atol=1e-6)  # a sample, not every line
+    for k in STATS:
+        np.testing.assert_allclose(report.stats[k], full.stats[k], rtol=0, atol=1e-12, err_msg=k)
+    assert report.tokens == full.tokens and (report.labels == full.labels).all()
+
+
+def test_the_sample_does_not_depend_on_the_order_or_the_batches(minilm, sampled):
+    """The same lines reversed, or streamed in batches of 7 rows with the cut of the whole file: the same sample."""
+    from models.analysis.corpus import chunk_sums, redundancy_cut
+
+    lines, _, report, _, _ = sampled
+    backwards, _ = analyse_corpus(minilm, lines[::-1], redundancy_lines=20)
+    assert_same_statistics(backwards, report)
+    cut = redundancy_cut(len(lines), 20)
+    total = chunk_sums(minilm, lines[:7], pair_cut=cut)
+    for i in range(7, len(lines), 7):
+        total.merge(chunk_sums(minilm, lines[i : i + 7], pair_cut=cut))
+    assert_same_statistics(total.report(minilm), report)
+    doc = total.redundancy_sample_json(20)
+    assert (doc["lines"], doc["of"], doc["rows"]) == (report.redundancy_sentences, 60, report.redundancy_rows)
+    assert "BLAKE2b-64" in str(doc["rule"])
+
+
+def test_a_document_keeps_the_samples_rows_and_is_read_back_with_them(sampled):
+    """`stats --out` writes the rows the redundancy sums over; the Corpus page reads them back (JS per row the
+    same), and refuses a document whose sample is larger than the corpus."""
+    from models.analysis.corpus import StatsFileError, report_from_document
+
+    _, _, report, _, _ = sampled
+    doc = report.to_json()
+    assert doc["redundancy"]["rows"] == report.redundancy_rows < doc["rows"]
+    back = report_from_document(json.dumps(doc).encode())
+    assert (back.redundancy_sentences, back.redundancy_rows) == (report.redundancy_sentences, report.redundancy_rows)
+    np.testing.assert_allclose(back.js_per_row, report.js_per_row, rtol=0, atol=2e-6)
+    doc["redundancy"]["rows"] = doc["rows"] + 1
+    with pytest.raises(StatsFileError, match="redundancy rows"):
+        report_from_document(json.dumps(doc).encode())
+    del doc["redundancy"]["rows"], doc["redundancy"]["sentences"]  # a document from before the sample: every row
+    assert report_from_document(json.dumps(doc).encode()).redundancy_rows == doc["rows"]

@@ -11,11 +11,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from models.analysis.corpus import CorpusSums, read_corpus, stream_corpus  # noqa: E402
+from models.analysis.corpus import CorpusSums, read_corpus, redundancy_cut, stream_corpus  # noqa: E402
 from models.analysis.corpus_ray import run_ray  # noqa: E402
 from tests.analysis.test_corpus import EXAMPLE, assert_same_statistics  # noqa: E402
 
 pytestmark = pytest.mark.long
+
+
+CUT = redundancy_cut(26, 12)  # the redundancy over ~12 of the 26 rows: the sample is the same on every engine
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,7 @@ def corpus(tmp_path_factory, minilm):
         pa.table({"text": [ln.text for ln in lines[18:]], "text_b": [ln.text_b for ln in lines[18:]]}),
         folder / "c.parquet",
     )
-    return folder, stream_corpus(minilm, folder, batch_rows=5)
+    return folder, stream_corpus(minilm, folder, batch_rows=5, pair_cut=CUT)
 
 
 def _same(sums: CorpusSums, local: CorpusSums, minilm) -> None:
@@ -66,8 +69,9 @@ def test_ray_gives_the_local_engines_statistics_with_an_actor_killed(local_ray, 
             os.kill(pid, signal.SIGKILL)
         pids.append(pid)
 
-    sums = run_ray("minilm", folder, 6, 12, workers=2, batch_rows=4, on_batch=kill_the_first)
+    sums = run_ray("minilm", folder, 6, 12, workers=2, batch_rows=4, on_batch=kill_the_first, pair_cut=CUT)
     assert len(set(pids)) >= 2 and sums.batches >= 6 and sums.read == local.read == 26
+    assert 0 < sums.pair_sentences == local.pair_sentences < local.sentences
     _same(sums, local, minilm)
 
 

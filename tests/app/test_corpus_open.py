@@ -90,3 +90,24 @@ def test_a_bad_or_hostile_statistics_file_is_refused_in_one_line(data):
     assert not at.exception
     assert len(at.error) == 1 and "evil.json cannot be opened" in at.error[0].value
     assert "\n" not in at.error[0].value.strip()
+
+
+def test_a_file_whose_redundancy_is_over_a_sample_says_so(stats_file):
+    """A large corpus's redundancy is summed over a sample of its lines (`--redundancy-lines`): the page says over
+    how many, and shows JS per row of the sample's rows."""
+    doc = json.loads(stats_file)
+    assert doc["redundancy"]["sentences"] == 3 and not any(
+        translate("en", "heads.redundancy.sample")[:20] in c.value for c in page_captions(doc)
+    )
+    doc["redundancy"]["sentences"], doc["redundancy"]["rows"] = 2, doc["rows"] - 5
+    captions = page_captions(doc)
+    want = translate("en", "heads.redundancy.sample", lines=2, of=3, rows=doc["rows"] - 5)
+    assert want in [c.value for c in captions]
+
+
+def page_captions(doc: dict) -> list:
+    at = page("app_pages/corpus.py")
+    at.session_state["corpus_stats"] = {"name": "stats.json", "data": json.dumps(doc).encode()}
+    at.run()
+    assert not at.exception and not at.error
+    return list(at.caption)

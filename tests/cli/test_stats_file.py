@@ -144,6 +144,8 @@ def test_a_folder_of_jsonl_and_parquet_gives_the_document_of_the_same_txt(tmp_pa
         (["--workers", "2"], "go with --engine ray"),
         (["--batch-size", "0"], "--batch-size must be between 1 and 1,000,000"),
         (["--engine", "ray", "--workers", "0"], "--workers must be between 1 and 1,000,000"),
+        (["--redundancy-lines", "5"], "--redundancy-lines must be 0 (every line) or from 64"),
+        (["--redundancy-lines", "100", "--text", "hi"], "--redundancy-lines go with --file"),
     ],
 )
 def test_engine_options_are_checked_in_one_line(tmp_path, capsys, extra, message):
@@ -192,3 +194,19 @@ def test_a_written_document_opens_again_as_the_same_report(tmp_path, minilm):
     for name in ("js", "cosine", "cka"):
         np.testing.assert_allclose(getattr(opened, name), getattr(here, name), atol=2e-6, err_msg=name)
     assert opened.order == here.order
+
+
+def test_a_large_file_says_its_redundancy_is_over_a_sample(tmp_path, capsys):
+    """Past --redundancy-lines lines, JS, cosine and CKA are summed over a hash-picked sample, and the document and
+    the table say so; --redundancy-lines 0 sums them over every line (statistics the same either way)."""
+    (tmp_path / "c.txt").write_text("".join(f"Sentence number {i} is here.\n" for i in range(200)))
+    base = ["--file", str(tmp_path / "c.txt"), "--no-importance"]
+    sampled = run_json(capsys, *base, "--redundancy-lines", "64")
+    every = run_json(capsys, *base, "--redundancy-lines", "0")
+    sample = sampled["redundancy_sample"]
+    assert 20 < sample["lines"] < 120 and sample["of"] == 200 and "BLAKE2b-64" in sample["rule"]
+    assert sampled["redundancy"]["rows"] == sample["rows"] < sampled["rows"]
+    assert every["redundancy_sample"] == {"lines": 200, "of": 200, "rows": every["rows"], "rule": "every line"}
+    assert [h["entropy"] for h in sampled["heads"]] == [h["entropy"] for h in every["heads"]]
+    assert main(["stats", *base, "--redundancy-lines", "64"]) == 0  # the table for people says it too
+    assert f"nats, over a sample of {sample['lines']:,} of the 200 sentences" in capsys.readouterr().out
