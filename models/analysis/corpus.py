@@ -213,7 +213,7 @@ SAMPLE_LINES = 100  # a streamed corpus's document lists the tokens of this many
 # Redundancy between heads (JS, cosine, CKA) is summed over about this many lines of a larger corpus: its cost is
 # per head pair and cell (2,628 pairs for the bundled model: two thirds of the forward's arithmetic on two cores),
 # the per-head statistics' per head. 0 = every line. `redundancy_cut` says which lines.
-REDUNDANCY_LINES = 512
+REDUNDANCY_LINES = 256
 BATCH_ROWS = 256  # input rows per batch of the streaming engines (`stats --batch-size`)
 BOM = b"\xef\xbb\xbf"
 
