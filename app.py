@@ -11,8 +11,10 @@ import pandas  # noqa: F401
 import PIL.Image  # noqa: F401
 import streamlit as st
 
-from ui import debug, guard, presentation, runtime, sidebar, state
+from ui import debug, guard, preload, presentation, runtime, sidebar, state
 from ui.state import t
+
+preload.preload()  # every page's imports, by the first session alone: see ui/preload.py
 
 st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
 debug.script_run()

@@ -39,7 +39,8 @@ def main(n: int) -> int:
         t.start()
     for t in threads:
         t.join()
-    print(json.dumps({"fresh": fresh, "outcomes": outcomes, "guard_failures": [f[:300] for f in guard.FAILURES]}))
+    failures = [f[-1500:] for f in guard.FAILURES]  # a traceback's end says why
+    print(json.dumps({"fresh": fresh, "outcomes": outcomes, "guard_failures": failures}))
     return 0
 
 
