@@ -692,12 +692,16 @@ def chunk_sums(
     read: int | None = None,
     skipped: dict[str, int] | None = None,
     pair_cut: int | None = None,
+    moments: MomentSum | None = None,
 ) -> CorpusSums:
     """Return the CorpusSums of some lines: the one batch → sums function of every engine.
 
     The lines run in length-sorted buckets (`buckets`) on the encoder's device; only float64 sums come back.
     tokens_out: filled with every line's tokens (a corpus in memory); otherwise the sums keep a sample.
     pair_cut: the redundancy sample's cut (`redundancy_cut` of the whole corpus; None: every line's redundancy).
+    moments: CKA's sums go on into this MomentSum (the local engine's, across batches) and the batch's own sums
+    carry none: each batch's (F, F) float64 moment, made exactly symmetric and added into the total, cost the
+    2,400 sentences' run ~1.5 s for a sample of a few hundred tokens per batch (bench/NOTES.md).
     """
     c = encoder.config
     L, H = c.n_layers, c.n_heads
@@ -710,7 +714,7 @@ def chunk_sums(
     stat: dict[str, torch.Tensor] = {}
     js: list[torch.Tensor] | None = None
     gram: torch.Tensor | None = None
-    cka = MomentSum()
+    cka = MomentSum() if moments is None else moments
     sample: list[tuple[str, list[str]]] = []
     sep = encoder.tokenizer.sep_token or "[SEP]"
     specials = frozenset(encoder.tokenizer.all_special_tokens)
@@ -726,8 +730,12 @@ def chunk_sums(
                 else:
                     sample.append((line_key(lines[i]), shown))
             sample = _sample(sample)
-            res, rec = encoder.model.run_with_cache(
-                batch.input_ids, batch.token_type_ids, batch.keep, names=("context",) if pairwise else ()
+            chosen = [in_redundancy_sample(lines[i], pair_cut) for i in group]
+            res, rec = encoder.model.run_with_cache(  # the heads' outputs for CKA, where a line is in the sample
+                batch.input_ids,
+                batch.token_type_ids,
+                batch.keep,
+                names=("context",) if pairwise and any(chosen) else (),
             )
             attn = res.attentions
             roles = Roles.of(tokens, batch.real, batch.token_type_ids, dev, sep, specials)
@@ -737,7 +745,6 @@ def chunk_sums(
             sums.pair_items += int(roles.pair.sum())
             sums.sentences += attn.shape[0]
             sums.rows += int(roles.real.sum())
-            chosen = [in_redundancy_sample(lines[i], pair_cut) for i in group]
             if pairwise and any(chosen):
                 context = rec.stacked("context")  # (B, layers, heads, seq, d_k)
                 real = roles.real
@@ -762,7 +769,7 @@ def chunk_sums(
         sums.js_plogp, sums.js_mass, sums.js_slogs = (a.cpu().numpy() for a in js)
     if gram is not None:
         sums.gram = gram.cpu().numpy()
-    if cka.count:
+    if cka.count and moments is None:
         total, moment = cka.result()
         sums.cka_count = cka.count
         sums.cka_total, sums.cka_moment = total.cpu().numpy(), moment.cpu().numpy()
@@ -866,12 +873,19 @@ def stream_corpus(
     """
     c = encoder.config
     total = CorpusSums(c.n_layers, c.n_heads)
+    moments = MomentSum()  # CKA's sums, across batches: one float64 moment for the run, not one per batch
     for chunk in read_chunks(path, batch_rows):
-        part = chunk_sums(encoder, chunk.lines, mask, read=chunk.read, skipped=chunk.skipped, pair_cut=pair_cut)
+        part = chunk_sums(
+            encoder, chunk.lines, mask, read=chunk.read, skipped=chunk.skipped, pair_cut=pair_cut, moments=moments
+        )
         total.merge(part)
         check_token_budget(total)
         if on_batch is not None:
             on_batch(part, total)
+    if moments.count:
+        cka_total, cka_moment = moments.result()
+        total.cka_count = moments.count
+        total.cka_total, total.cka_moment = cka_total.cpu().numpy(), cka_moment.cpu().numpy()
     return total
 
 
