@@ -209,6 +209,7 @@ def _batch(encoder: Encoder, lines: Sequence[Line], mask: str | None) -> tuple[B
 FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
 # Why a row was not analysed; counted, reported in the document, never fatal.
 SKIPPED = ("empty", "undecodable", "malformed", "too_long")
+CKA_ROWS_FRACTION = 0.5  # a batch sends its CKA rows while they number at most this fraction of F (CorpusSums)
 SAMPLE_LINES = 100  # a streamed corpus's document lists the tokens of this many lines, not of every line
 # Redundancy between heads (JS, cosine, CKA) is summed over about this many lines of a larger corpus: its cost is
 # per head pair and cell (2,628 pairs for the bundled model: two thirds of the forward's arithmetic on two cores),
@@ -513,6 +514,10 @@ class CorpusSums:
     cka_count: int = 0
     cka_total: np.ndarray | None = None
     cka_moment: np.ndarray | None = None
+    # A batch with few sampled tokens sends their rows z (n, F) float32 instead of (Σ z, Σ z zᵀ): fewer bytes than
+    # the (F, F) moment's triangle while n ≤ CKA_ROWS_FRACTION · F, and no (F, F) float64 work on the actor.
+    # `merge` folds them into the float64 sums (Σ z, Zᵀ Z), so a total never holds rows.
+    cka_rows: np.ndarray | None = None
     sample: list[tuple[str, list[str]]] = field(default_factory=list)
 
     ARRAYS = ("js_plogp", "js_mass", "js_slogs", "gram", "cka_total", "cka_moment")
@@ -528,11 +533,25 @@ class CorpusSums:
         "cka_count",
     )
 
+    def _fold_rows(self) -> None:
+        """Turn these sums' own CKA rows, if any, into Σ z and Σ z zᵀ (float64)."""
+        if self.cka_rows is None:
+            return
+        Z = self.cka_rows.astype(np.float64)
+        self.cka_rows = None
+        s, m = Z.sum(0), Z.T @ Z
+        if self.cka_total is None or self.cka_moment is None:
+            self.cka_total, self.cka_moment = s, m
+        else:
+            self.cka_total += s
+            self.cka_moment += m
+
     def merge(self, other: CorpusSums) -> CorpusSums:
         """Add another batch's sums into these, in place (into arrays these sums own: no new (F, F) array per batch,
         which kept the Ray driver's peak growing with the corpus); return self."""
         if (other.n_layers, other.n_heads) != (self.n_layers, self.n_heads):
             raise ValueError("sums of different models")
+        self._fold_rows()
         for k in self.COUNTS:
             setattr(self, k, getattr(self, k) + getattr(other, k))
         for reason, n in other.skipped.items():
@@ -550,6 +569,9 @@ class CorpusSums:
                 setattr(self, k, b.copy())
             else:
                 a += b
+        if other.cka_rows is not None:
+            self.cka_rows = other.cka_rows
+            self._fold_rows()
         self.sample = _sample(self.sample + other.sample)
         return self
 
@@ -566,6 +588,8 @@ class CorpusSums:
         arrays.update({k: getattr(self, k) for k in self.ARRAYS if getattr(self, k) is not None})
         if self.cka_moment is not None:  # (heads·d_k)² float64, the bulk of a batch: its upper triangle only
             arrays["cka_moment"] = _triu_pack(self.cka_moment)
+        if self.cka_rows is not None:
+            arrays["cka_rows"] = self.cka_rows
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         buf = io.BytesIO()
         np.savez(buf, **arrays)  # type: ignore[arg-type]  # the stub reads **arrays as allow_pickle
@@ -585,6 +609,8 @@ class CorpusSums:
                     sums.stats[name[5:]] = z[name].astype(np.float64)
                 elif name == "cka_moment":
                     sums.cka_moment = _triu_unpack(z[name].astype(np.float64, copy=False))
+                elif name == "cka_rows":
+                    sums.cka_rows = z[name].astype(np.float32, copy=False)
                 elif name in cls.ARRAYS:
                     setattr(sums, name, z[name].astype(np.float64))
         return sums
@@ -592,6 +618,7 @@ class CorpusSums:
     def cka(self) -> np.ndarray:
         """Return linear CKA between heads over every token pooled, (heads, heads); NaN for a constant head."""
         N = self.n_layers * self.n_heads
+        self._fold_rows()
         if self.cka_moment is None or self.cka_total is None or self.cka_count < 2:
             return np.full((N, N), np.nan)
         F_ = self.cka_total.shape[0]
@@ -715,6 +742,8 @@ def chunk_sums(
     js: list[torch.Tensor] | None = None
     gram: torch.Tensor | None = None
     cka = MomentSum() if moments is None else moments
+    rows: list[torch.Tensor] | None = [] if moments is None else None  # a batch's CKA rows, while few (cka_rows)
+    n_rows = 0
     sample: list[tuple[str, list[str]]] = []
     sep = encoder.tokenizer.sep_token or "[SEP]"
     specials = frozenset(encoder.tokenizer.all_special_tokens)
@@ -760,7 +789,14 @@ def chunk_sums(
                 gram = g if gram is None else gram + g
                 D = context.shape[-1]
                 Z = context.float().permute(0, 3, 1, 2, 4)[real].reshape(-1, L * H * D)  # (tokens, heads·d_k)
-                cka.add(Z)
+                if rows is not None and n_rows + Z.shape[0] <= CKA_ROWS_FRACTION * Z.shape[1]:
+                    rows.append(Z)
+                    n_rows += Z.shape[0]
+                else:
+                    for block in rows or []:  # too many rows to send: the moment it is
+                        cka.add(block)
+                    rows = None
+                    cka.add(Z)
             done += len(group)
             if progress is not None:
                 progress(done / len(lines), f"{done:,} / {len(lines):,} lines, {len(lines) - done:,} to go")
@@ -769,7 +805,10 @@ def chunk_sums(
         sums.js_plogp, sums.js_mass, sums.js_slogs = (a.cpu().numpy() for a in js)
     if gram is not None:
         sums.gram = gram.cpu().numpy()
-    if cka.count and moments is None:
+    if rows:
+        sums.cka_rows = torch.cat(rows).cpu().numpy()
+        sums.cka_count = n_rows
+    elif cka.count and moments is None:
         total, moment = cka.result()
         sums.cka_count = cka.count
         sums.cka_total, sums.cka_moment = total.cpu().numpy(), moment.cpu().numpy()

@@ -404,27 +404,57 @@ def test_sums_travel_as_npz_bytes_without_pickles(batch_sums):
     assert back.stats.keys() == parts[0].stats.keys() and back.sample == parts[0].sample
 
 
-def test_the_cka_moment_travels_as_its_upper_triangle(batch_sums):
+def test_the_cka_moment_travels_as_its_upper_triangle(minilm, batch_sums, monkeypatch):
     """A batch's (F, F) moment is exactly symmetric (every engine makes it so), so half of it travels: the bytes
     shrink and the matrix comes back bit for bit; a flat array that is no triangle is refused."""
-    from models.analysis.corpus import CorpusSums, _triu_unpack
+    from models.analysis import corpus
+    from models.analysis.corpus import CorpusSums, _triu_unpack, chunk_sums
 
-    _, parts, _ = batch_sums
-    m = parts[0].cka_moment
-    assert m is not None and np.array_equal(m, m.T)
+    lines, _, _ = batch_sums
+    monkeypatch.setattr(corpus, "CKA_ROWS_FRACTION", 0.0)  # a batch of any size sends its moment
+    part = chunk_sums(minilm, lines[:5])
+    m = part.cka_moment
+    assert m is not None and part.cka_rows is None and np.array_equal(m, m.T)
     full = m.size * 8
-    assert len(parts[0].to_bytes()) < 0.6 * full
-    np.testing.assert_array_equal(CorpusSums.from_bytes(parts[0].to_bytes()).cka_moment, m)
+    assert len(part.to_bytes()) < 0.6 * full
+    np.testing.assert_array_equal(CorpusSums.from_bytes(part.to_bytes()).cka_moment, m)
     with pytest.raises(ValueError, match="triangle"):
         _triu_unpack(np.zeros(7))
 
 
-def test_adding_sums_leaves_both_operands_alone(batch_sums):
+def test_a_batch_of_few_tokens_sends_its_rows_and_they_fold_into_the_same_cka(minilm, batch_sums, monkeypatch):
+    """Fewer tokens than half of F (a batch of the redundancy sample): the rows travel instead of the moment (far
+    fewer bytes) and, folded in by `merge`, give the moment's CKA to 1e-6 (the moment's own float32 rounding)."""
+    from models.analysis import corpus
+    from models.analysis.corpus import CorpusSums, chunk_sums
+
+    lines, parts, _ = batch_sums
+    assert all(p.cka_rows is not None and p.cka_moment is None for p in parts)
+    F = parts[0].cka_rows.shape[1]
+    assert len(parts[0].to_bytes()) < 0.25 * F * F * 8 / 2
+    back = CorpusSums.from_bytes(parts[0].to_bytes())
+    np.testing.assert_array_equal(back.cka_rows, parts[0].cka_rows)
+    monkeypatch.setattr(corpus, "CKA_ROWS_FRACTION", 0.0)
+    moments = [chunk_sums(minilm, lines[i : i + 5]) for i in range(0, len(lines), 5)]
+    a, b = CorpusSums(6, 12), CorpusSums(6, 12)
+    for p, q in zip(parts, moments, strict=True):
+        a.merge(p)
+        b.merge(q)
+    assert a.cka_rows is None and a.cka_count == b.cka_count
+    np.testing.assert_allclose(a.cka(), b.cka(), rtol=0, atol=1e-6)  # the moment's float32 runs: ~1e-7
+    alone = parts[0] + parts[1]  # `a + b` folds both operands' rows and leaves the operands as they were
+    assert parts[0].cka_rows is not None and alone.cka_rows is None
+    assert alone.cka_count == parts[0].cka_count + parts[1].cka_count
+
+
+def test_adding_sums_leaves_both_operands_alone(minilm, batch_sums, monkeypatch):
     """merge adds in place into the arrays its sums own; `a + b` copies first, so neither operand changes."""
+    from models.analysis import corpus
     from models.analysis.corpus import CorpusSums
 
-    _, parts, _ = batch_sums
-    a, b = parts[0], parts[1]
+    lines, _, _ = batch_sums
+    monkeypatch.setattr(corpus, "CKA_ROWS_FRACTION", 0.0)  # moments (rows: the test below)
+    a, b = corpus.chunk_sums(minilm, lines[:5]), corpus.chunk_sums(minilm, lines[5:10])
     before = {k: getattr(a, k).copy() for k in CorpusSums.ARRAYS} | {f"stat.{k}": v.copy() for k, v in a.stats.items()}
     total = a + b
     np.testing.assert_array_equal(total.cka_moment, a.cka_moment + b.cka_moment)
@@ -445,13 +475,18 @@ def test_the_local_engine_streams_a_file_to_the_statistics_of_one_batch(minilm, 
     assert_same_statistics(sums.report(minilm), analyse_corpus(minilm, lines)[0])
 
 
-def test_the_ray_store_is_sized_from_what_a_batch_sends(batch_sums):
-    """`batch_bytes` (which sizes a local Ray's object store) is what `to_bytes` really sends for minilm, within 2 %;
-    the store holds STORE_BATCHES × workers × IN_FLIGHT of them, never less than STORE_MIN."""
+def test_the_ray_store_is_sized_from_what_a_batch_sends(minilm, batch_sums, monkeypatch):
+    """`batch_bytes` (which sizes a local Ray's object store) is what `to_bytes` really sends for minilm's moment,
+    within 2 %, and more than a batch of few tokens sends (its rows); the store holds STORE_BATCHES × workers ×
+    IN_FLIGHT of them, never less than STORE_MIN."""
+    from models.analysis import corpus
     from models.analysis.corpus_ray import IN_FLIGHT, STORE_BATCHES, STORE_MIN, batch_bytes, store_bytes
 
-    _, parts, _ = batch_sums
-    sent, said = len(parts[0].to_bytes()), batch_bytes(6, 12, 384)
+    lines, parts, _ = batch_sums
+    said = batch_bytes(6, 12, 384)
+    assert len(parts[0].to_bytes()) < said  # rows
+    monkeypatch.setattr(corpus, "CKA_ROWS_FRACTION", 0.0)
+    sent = len(corpus.chunk_sums(minilm, lines[:5]).to_bytes())
     assert abs(sent - said) <= 0.02 * said
     assert store_bytes(2, said) == STORE_BATCHES * 2 * IN_FLIGHT * said > STORE_MIN
     assert store_bytes(1, 1000) == STORE_MIN
@@ -500,9 +535,11 @@ def test_a_batch_of_many_cka_runs_gives_the_sums_of_one(minilm, batch_sums, monk
     """A batch whose tokens fill two float32 runs (FLUSH_TOKENS at two thirds of them: one run joins the moment
     inside the forward's inference mode, the rest in `result()`, outside it; joining in place there failed on every
     batch of more than 4,096 tokens) gives the sums of one run."""
+    from models.analysis import corpus
     from models.analysis.corpus import MomentSum, chunk_sums
 
     lines, _, _ = batch_sums
+    monkeypatch.setattr(corpus, "CKA_ROWS_FRACTION", 0.0)  # the moment, not the rows, of these few tokens
     one = chunk_sums(minilm, lines)
     monkeypatch.setattr(MomentSum, "FLUSH_TOKENS", 2 * one.cka_count // 3)
     flushes = []
